@@ -1,0 +1,1 @@
+"""Candidate discovery: submission folders, manifests and problem mapping (stage 2)."""

@@ -1,0 +1,1 @@
+"""One module per ``kernelgate`` subcommand; each exposes ``register(subparsers)``."""

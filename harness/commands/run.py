@@ -1,0 +1,131 @@
+"""``kernelgate run SUBMISSION_DIR...``: evaluate every candidate in one or more folders."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from pathlib import Path
+
+from harness.commands._common import add_problem_args, default_out, load_registry_from_args, table
+
+EPILOG = """\
+what happens to each candidate:
+  1. parsed and scanned in this process (syntax, static anti-cheat, defect lint); never imported here
+  2. run in a fresh subprocess: import, build ModelNew with Model's weights, 5+ correctness rounds on
+     fresh inputs (also scaled/shifted), compared against a float64 reference in a separate process
+  3. timed against the library op, alternating, cold L2, device-wide sync; screened by E_lib and U_roof
+  4. one record per (candidate, workload) appended to OUT/results.jsonl
+
+examples:
+  kernelgate run submissions/triton-reference submissions/defects --out runs/h200
+  kernelgate run my_llm_samples/ --problems ~/KernelBench/level1 --kernelbench-map auto --set N=256
+  kernelgate run submissions/defects --out runs/h200 --resume
+"""
+
+
+def _fmt(x: float | None, spec: str = ".3g") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def summary_table(results) -> str:
+    rows = []
+    for r in sorted(results, key=lambda r: (r.generator, r.problem_id, r.candidate, r.workload)):
+        s = r.screening
+        rows.append([
+            r.candidate, r.workload, r.status.value,
+            _fmt(r.library_timing.median_ms if r.library_timing else None, ".4g"),
+            _fmt(r.timing.median_ms if r.timing else None, ".4g"),
+            _fmt(s.e_lib if s else None), _fmt(s.u_roof if s else None), _fmt(s.u_roof_library if s else None),
+            (s.verdict.value if s else "-"),
+            (r.error.message[:60] if r.error else ""),
+        ])
+    return table(rows, ["candidate", "workload", "status", "t_lib ms", "t_kernel ms", "E_lib", "U_roof", "U_roof lib",
+                        "verdict", "detail"])
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from harness import env as envmod
+    from harness.execute.runner import RunOptions
+    from harness.measure.timing import TimingConfig
+    from harness.pipeline import EvalRequest, evaluate
+    from harness.score.gates import Thresholds
+
+    device = args.device or envmod.default_device()
+    reg = load_registry_from_args(args)
+    if not args.allow_untrusted and not args.yes_execute:
+        print("note: candidates are untrusted code; they run in isolated subprocesses with resource limits, but see "
+              "README 'Security' before running submissions from strangers (--yes-execute silences this note)",
+              file=sys.stderr)
+    gpus = tuple(int(g) for g in args.gpus.split(",")) if args.gpus else (0,)
+    opts = RunOptions(
+        device=device, gpus=gpus, rounds=max(args.rounds, 5), base_seed=args.seed,
+        compile_timeout_s=args.compile_timeout, round_timeout_s=args.round_timeout, timing_timeout_s=args.timing_timeout,
+        timing=TimingConfig.for_device(device, quick=args.quick), time_kernels=not args.no_timing, jobs=args.jobs,
+        keep_scratch=args.keep_scratch,
+    )
+    snap = envmod.snapshot(device, gpus[0])
+    ceilings = None
+    if not args.no_timing:
+        from harness.measure.calibrate import load_or_measure
+
+        print(f"ceilings: {'measuring' if True else ''} or loading the cached calibration for {snap.device_name} ...", file=sys.stderr)
+        ceilings = load_or_measure(snap.to_dict(), quick=device == "cpu")
+    tags = tuple(args.tags.split(",")) if args.tags else (("gpu",) if device == "cuda" else ("smoke",))
+    names = tuple(args.workloads.split(",")) if args.workloads else ()
+    req = EvalRequest(
+        submissions=[Path(s) for s in args.submissions], registry=reg, out_dir=Path(args.out), options=opts, env=snap,
+        workload_tags=() if names else tags, workload_names=names, only_problems=tuple(args.only or ()),
+        kernelbench_map=args.kernelbench_map, resume=args.resume, rerun=args.rerun, ceilings=ceilings,
+        thresholds=Thresholds(args.tau_lib, args.tau_roof_memory, args.tau_roof_compute), progress=not args.no_progress,
+    )
+    try:
+        results = evaluate(req)
+    except (ValueError, FileNotFoundError) as exc:
+        raise SystemExit(f"kernelgate: error: {exc}")
+    print()
+    print(summary_table(results))
+    counts = Counter(r.status.value for r in results)
+    print(f"\n{len(results)} record(s) -> {Path(args.out) / 'results.jsonl'}   "
+          + "  ".join(f"{k}={v}" for k, v in sorted(counts.items())))
+    if req.skipped:
+        print(f"{len(req.skipped)} candidate(s) already recorded, skipped (--rerun to evaluate again)")
+    if ceilings:
+        print(f"ceilings ({'cached' if ceilings.get('cached') else 'measured now'}): "
+              f"DRAM {ceilings['dram_bytes_per_s'] / 1e12:.3g} TB/s; "
+              + ", ".join(f"{k} {v / 1e12:.3g} TFLOP/s" for k, v in ceilings["peaks_flops_per_s"].items()))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="evaluate submission folders", description=__doc__.splitlines()[0].split(": ", 1)[1],
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("submissions", nargs="+", metavar="SUBMISSION_DIR", help="folder(s) of candidate .py files")
+    p.add_argument("--out", default=str(default_out()), help="results folder (results.jsonl is appended; default: runs/latest)")
+    add_problem_args(p)
+    p.add_argument("--device", choices=("cuda", "cpu"), help="default: the GPU if present, else the CPU path")
+    p.add_argument("--gpus", help="comma-separated GPU indices to use, e.g. 0,1 (default 0)")
+    p.add_argument("--jobs", type=int, default=1, help="candidates in flight at once (imports/compiles overlap; each "
+                   "device still runs one correctness+timing phase at a time). Default 1")
+    p.add_argument("--tags", help="workload tags to run (default: gpu on a GPU, smoke on the CPU)")
+    p.add_argument("--workloads", help="comma-separated workload names (overrides --tags)")
+    p.add_argument("--only", action="append", metavar="PROBLEM", help="evaluate only candidates for this problem (repeatable)")
+    p.add_argument("--kernelbench-map", metavar="auto|FILE.json",
+                   help="map KernelBench run files (level_L_problem_N_sample_S_kernel.py) to problem ids")
+    p.add_argument("--rounds", type=int, default=5, help="correctness rounds per workload (minimum 5)")
+    p.add_argument("--seed", type=int, default=0, help="base seed for inputs and weights")
+    p.add_argument("--resume", action="store_true", help="skip (candidate, workload) jobs already in OUT/results.jsonl")
+    p.add_argument("--rerun", action="store_true", help="evaluate again even if recorded")
+    p.add_argument("--no-timing", action="store_true", help="correctness only")
+    p.add_argument("--quick", action="store_true", help="fewer timing samples (GPU)")
+    p.add_argument("--compile-timeout", type=float, default=600.0, help="seconds for import + build + first launch")
+    p.add_argument("--round-timeout", type=float, default=120.0, help="seconds per correctness round")
+    p.add_argument("--timing-timeout", type=float, default=300.0, help="seconds for the timing phase")
+    p.add_argument("--tau-lib", type=float, default=0.8, help="E_lib gate (default 0.8)")
+    p.add_argument("--tau-roof-memory", type=float, default=0.5, help="U_roof gate for memory-bound workloads (default 0.5)")
+    p.add_argument("--tau-roof-compute", type=float, default=0.25, help="U_roof gate for compute-bound workloads (default 0.25)")
+    p.add_argument("--keep-scratch", action="store_true", help="keep each candidate's scratch folder (debugging)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--yes-execute", "--allow-untrusted", dest="yes_execute", action="store_true",
+                   help="acknowledge that candidate code will be executed (sandboxed, see README 'Security')")
+    p.set_defaults(func=cmd_run, allow_untrusted=False)

@@ -1,0 +1,1 @@
+"""Isolated execution: the runner (trusted parent), the candidate worker and the reference checker (stage 4)."""

@@ -1,0 +1,142 @@
+"""Runtime guards installed in the worker *before* candidate code is imported.
+
+* Launch counters: every Triton launch (compiled or interpreted) and every
+  TileLang kernel call increments a counter. A forward that launched none of
+  the candidate's own DSL kernels is not a DSL kernel (``REWARD_HACK``:
+  "no kernel launched"), whatever its numbers.
+* Library interception: a ``TorchDispatchMode`` records every aten op a
+  forward dispatches; if one of the problem's ``library_aten`` ops appears,
+  the candidate fell back to the library it claims to replace.
+* TileLang lowering on a machine without a GPU: ``tilelang.compile`` is
+  replaced by a function that lowers the kernel to CUDA source for an explicit
+  target (default sm_90a) and returns a stub that raises
+  :class:`LoweredOnly` when launched, so a candidate's forward runs up to its
+  first TileLang launch and the lowered source is kept for inspection.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+
+class LoweredOnly(Exception):
+    """Raised by a TileLang kernel stub on a machine that cannot execute it."""
+
+
+class LaunchCounter:
+    def __init__(self) -> None:
+        self.triton = 0
+        self.tilelang = 0
+        self.lowered_sources: list[str] = []
+
+    @property
+    def total(self) -> int:
+        return self.triton + self.tilelang
+
+    def reset(self) -> None:
+        self.triton = 0
+        self.tilelang = 0
+
+
+COUNTER = LaunchCounter()
+
+
+def install_triton_counter() -> bool:
+    """Count Triton launches by wrapping ``run`` of JIT and interpreted functions."""
+    try:
+        from triton.runtime import jit as tjit
+    except Exception:  # noqa: BLE001 - triton missing or broken: nothing to count
+        return False
+    classes = [tjit.JITFunction]
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        classes.append(InterpretedFunction)
+    except Exception:  # noqa: BLE001
+        pass
+    for cls in classes:
+        orig = cls.run
+
+        def run(self, *args, _orig=orig, **kwargs):
+            if not kwargs.get("warmup", False):
+                COUNTER.triton += 1
+            return _orig(self, *args, **kwargs)
+
+        cls.run = run
+    return True
+
+
+def install_tilelang_hooks(execute: bool, target: dict | None = None) -> bool:
+    """Count TileLang launches (GPU) or lower-only with a stub (no GPU)."""
+    try:
+        import tilelang
+        import tilelang.jit as tjit
+        from tilelang.jit.kernel import JITKernel
+    except Exception:  # noqa: BLE001
+        return False
+    if execute:
+        orig_call = JITKernel.__call__
+
+        def call(self, *args, **kwargs):
+            COUNTER.tilelang += 1
+            return orig_call(self, *args, **kwargs)
+
+        JITKernel.__call__ = call
+        return True
+
+    from tilelang.tools.compile_only import compile_kernel_source
+
+    lower_target = target or {"kind": "cuda", "arch": "sm_90a"}
+
+    class _Stub:
+        def __init__(self, source: str):
+            self.source = source
+
+        def get_kernel_source(self) -> str:
+            return self.source
+
+        def __call__(self, *args, **kwargs):
+            COUNTER.tilelang += 1
+            raise LoweredOnly("TileLang kernel lowered to CUDA source; it cannot execute without a GPU")
+
+    def lower_only(func=None, *args, **kwargs):
+        source = compile_kernel_source(func, target=lower_target)
+        COUNTER.lowered_sources.append(source)
+        return _Stub(source)
+
+    tjit.compile = lower_only
+    tilelang.compile = lower_only
+    return True
+
+
+class AtenRecorder:
+    """Context manager recording the aten overload packets dispatched inside it."""
+
+    def __init__(self) -> None:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        recorder = self
+
+        class _Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                recorder.ops.add(str(func.overloadpacket.__name__))
+                return func(*args, **(kwargs or {}))
+
+        self.ops: set[str] = set()
+        self._mode = _Mode()
+
+    def __enter__(self) -> "AtenRecorder":
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._mode.__exit__(*exc)
+
+    def forbidden(self, library_aten: tuple[str, ...]) -> list[str]:
+        names = {a.split(".", 1)[1] for a in library_aten}
+        return sorted(self.ops & names)
+
+
+def live_threads() -> set[int]:
+    return {t.ident for t in threading.enumerate() if t.ident is not None}

@@ -1,0 +1,97 @@
+"""Deterministic inputs and models, shared by the candidate worker and the reference checker.
+
+Both processes must build bit-identical inputs and weights from a seed without
+talking to each other, so everything here is a pure function of
+(problem file, workload, seed, round, device). Inputs are generated *on the
+device* (``torch.set_default_device``), which is both fast for GPU-sized
+workloads and deterministic on one GPU model.
+
+Round transforms: correctness is checked on more than ``randn``. Round ``k``
+rescales and shifts floating inputs by ``ROUND_TRANSFORMS[k]`` so a kernel
+that, say, drops the mean subtraction of a LayerNorm or overflows on large
+values fails somewhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# (scale, shift) per round, for problems with input_transform == "any"
+ROUND_TRANSFORMS: tuple[tuple[float, float], ...] = ((1.0, 0.0), (1.0, 0.0), (4.0, 0.0), (0.5, 1.5), (2.0, -1.0))
+N_ROUNDS_MIN = 5
+
+
+def round_seed(base_seed: int, workload: str, round_idx: int) -> int:
+    """A per-(workload, round) seed derived from the run's secret base seed."""
+    import hashlib
+
+    h = hashlib.sha256(f"{base_seed}:{workload}:{round_idx}".encode()).digest()
+    return int.from_bytes(h[:7], "little")
+
+
+def _transform(x: Any, mode: str, round_idx: int) -> Any:
+    import torch
+
+    if not (isinstance(x, torch.Tensor) and x.is_floating_point()) or mode == "none":
+        return x
+    scale, shift = ROUND_TRANSFORMS[round_idx % len(ROUND_TRANSFORMS)]
+    if mode == "positive":
+        return x.abs() * scale + abs(shift) + 1e-3
+    return x * scale + shift
+
+
+def make_inputs(module: Any, dtype: str, device: str, seed: int, round_idx: int, input_transform: str) -> list:
+    """Inputs for one round: ``get_inputs()`` under ``seed`` on ``device``, transformed and cast."""
+    import torch
+
+    tdtype = getattr(torch, dtype)
+    torch.manual_seed(seed)
+    with torch.device(device):
+        raw = module.get_inputs()
+    out = []
+    for x in raw:
+        if isinstance(x, torch.Tensor):
+            x = x.to(device)
+            x = _transform(x, input_transform, round_idx)
+            if x.is_floating_point():
+                x = x.to(tdtype)
+            x = x.contiguous()
+        out.append(x)
+    return out
+
+
+def make_reference_model(module: Any, dtype: str, device: str, seed: int) -> Any:
+    """The problem's ``Model`` with seeded weights, cast to ``dtype`` on ``device``, in eval mode."""
+    import torch
+
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = module.Model(*module.get_init_inputs())
+    return model.to(device=device, dtype=getattr(torch, dtype)).eval()
+
+
+def copy_matching_state(src: Any, dst: Any) -> list[str]:
+    """Load ``src``'s parameters/buffers into ``dst`` where names and shapes match.
+
+    Returns the names copied. This is how a candidate's ``ModelNew`` gets the
+    same weights as the reference without relying on identical init order.
+    """
+    import torch
+
+    src_sd = src.state_dict()
+    dst_sd = dst.state_dict()
+    copied = []
+    with torch.no_grad():
+        for name, t in dst_sd.items():
+            s = src_sd.get(name)
+            if s is not None and isinstance(t, torch.Tensor) and s.shape == t.shape:
+                t.copy_(s.to(t.dtype))
+                copied.append(name)
+    return copied
+
+
+def flatten_outputs(out: Any) -> list:
+    """A forward's result as a list of tensors (tuple/list outputs are flattened one level)."""
+    if isinstance(out, (tuple, list)):
+        return list(out)
+    return [out]

@@ -1,0 +1,461 @@
+"""The runner: the trusted parent that schedules candidates and writes results.
+
+It never imports candidate code and never initialises CUDA. For every
+candidate it spawns a fresh interpreter (:mod:`harness.execute.worker`) in its
+own scratch folder, with a scrubbed environment, private compiler caches,
+stdin closed, stdout/stderr drained into capped buffers, and a new process
+group that is killed whole on timeout. Reference outputs are computed and
+compared by a separate trusted process (:mod:`harness.execute.checker`).
+
+Several candidates may be in flight at once (``jobs``): imports and compiles
+overlap, while each device runs one candidate's correctness and timing phase
+at a time (a lock per device, taken when the worker asks for the device).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from harness import __version__
+from harness.candidates.discover import Candidate
+from harness.execute.channel import ChannelError, Endpoint, send_raw_json
+from harness.execute.inputs import N_ROUNDS_MIN, round_seed
+from harness.measure.timing import TimingConfig, summarize
+from harness.problems.loader import Problem, Workload
+from harness.records import CorrectnessStats, EnvSnapshot, ErrorInfo, JobResult, Status, TimingStats
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+OUTPUT_CAP_BYTES = 64 * 1024
+NOISY_IQR = 0.10
+
+
+@dataclass
+class RunOptions:
+    device: str = "cpu"
+    """``cpu`` or ``cuda``; the runner itself never touches the GPU."""
+    gpus: tuple[int, ...] = (0,)
+    rounds: int = N_ROUNDS_MIN
+    base_seed: int = 0
+    compile_timeout_s: float = 300.0
+    round_timeout_s: float = 120.0
+    timing_timeout_s: float = 300.0
+    timing: TimingConfig = field(default_factory=TimingConfig)
+    time_kernels: bool = True
+    jobs: int = 1
+    keep_scratch: bool = False
+    scratch_root: Path | None = None
+
+
+class CappedBuffer:
+    """Keeps the first and last ``cap/2`` bytes of a stream and counts the rest."""
+
+    def __init__(self, cap: int = OUTPUT_CAP_BYTES):
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+        self.cap = cap
+
+    def feed(self, data: bytes) -> None:
+        half = self.cap // 2
+        room = half - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            if len(self.tail) > half:
+                self.dropped += len(self.tail) - half
+                del self.tail[: len(self.tail) - half]
+
+    def text(self) -> str:
+        mid = f"\n... [{self.dropped} bytes dropped] ...\n" if self.dropped else ""
+        return self.head.decode(errors="replace") + mid + self.tail.decode(errors="replace")
+
+
+def _drain(stream: Any, buf: CappedBuffer) -> None:
+    for chunk in iter(lambda: stream.read(65536), b""):
+        buf.feed(chunk)
+
+
+def job_id(cand: Candidate, problem: Problem, workload: Workload, device_kind: str) -> str:
+    key = f"{cand.sha256}|{problem.id}|{problem.version}|{workload.name}|{sorted(workload.params.items())}|{device_kind}|{__version__}"
+    return hashlib.sha256(key.encode()).hexdigest()[:20]
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def scrubbed_env(scratch: Path, device: str, gpu: int | None) -> dict[str, str]:
+    """The worker's whole environment: nothing of the parent's leaks through."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(scratch),
+        "TMPDIR": str(scratch / "tmp"),
+        "PYTHONPATH": str(PROJECT_ROOT),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONHASHSEED": "0",
+        "TRITON_CACHE_DIR": str(scratch / "triton-cache"),
+        "TILELANG_CACHE_DIR": str(scratch / "tilelang-cache"),
+        "TVM_FFI_CACHE_DIR": str(scratch / "tvm-cache"),
+        "XDG_CACHE_HOME": str(scratch / "cache"),
+        "OMP_NUM_THREADS": os.environ.get("KERNELGATE_WORKER_THREADS", "2"),
+        "LANG": "C.UTF-8",
+    }
+    for passthrough in ("LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",
+                        "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"):
+        if passthrough in os.environ:
+            env[passthrough] = os.environ[passthrough]
+    extra_path = os.environ.get("KERNELGATE_EXTRA_PYTHONPATH") or os.environ.get("PYTHONPATH")
+    if extra_path:
+        env["PYTHONPATH"] += os.pathsep + extra_path
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    else:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu if gpu is not None else 0)
+    return env
+
+
+class Checker:
+    """Handle on the trusted reference-checker subprocess (one per device)."""
+
+    def __init__(self, device: str, gpu: int | None, scratch: Path):
+        env = scrubbed_env(scratch, device, gpu)
+        env.pop("TRITON_INTERPRET", None)
+        scratch.mkdir(parents=True, exist_ok=True)
+        (scratch / "tmp").mkdir(exist_ok=True)
+        self._lock = threading.Lock()
+        self._stderr = CappedBuffer()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "harness.execute.checker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, env=env, cwd=scratch, start_new_session=True,
+        )
+        threading.Thread(target=_drain, args=(self.proc.stderr, self._stderr), daemon=True).start()
+
+    def compare(self, req: dict) -> dict:
+        import json
+
+        with self._lock:
+            assert self.proc.stdin and self.proc.stdout
+            self.proc.stdin.write((json.dumps(req) + "\n").encode())
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
+        if not line:
+            return {"ok": False, "status": "HARNESS_ERROR", "detail": "reference checker died: " + self._stderr.text()[-2000:]}
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def gpu_healthy(gpu: int) -> bool:
+    """A tiny probe in a fresh process: is the GPU usable after a crash or a kill?"""
+    code = "import torch; x = torch.ones(1024, device='cuda'); torch.cuda.synchronize(); assert float((x + 1).sum()) == 2048.0"
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu)}
+    try:
+        return subprocess.run([sys.executable, "-c", code], env=env, timeout=120, capture_output=True).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
+
+
+class _Timeout(Exception):
+    pass
+
+
+class _Died(Exception):
+    pass
+
+
+class Session:
+    """Runs one candidate in one worker process and turns its reports into records."""
+
+    def __init__(self, cand: Candidate, problem: Problem, workloads: list[Workload], opts: RunOptions, env: EnvSnapshot,
+                 run_id: str, checker: Checker, device_lock: threading.Lock, gpu: int | None,
+                 diagnostics: tuple[dict, ...], screen: Callable[..., Any] | None):
+        self.c, self.p, self.workloads, self.o = cand, problem, workloads, opts
+        self.env, self.run_id, self.checker, self.lock, self.gpu = env, run_id, checker, device_lock, gpu
+        self.diagnostics, self.screen = diagnostics, screen
+        self.results: dict[str, JobResult] = {}
+        self.lock_held = False
+
+    # ------------------------------------------------------------------ records
+    def _record(self, w: Workload, status: Status, *, error: dict | ErrorInfo | None = None,
+                correctness: CorrectnessStats | None = None, timing: TimingStats | None = None,
+                library_timing: TimingStats | None = None, warnings: tuple[str, ...] = (), screening: Any = None,
+                extra_diag: tuple[dict, ...] = ()) -> None:
+        if w.name in self.results:
+            return
+        if isinstance(error, dict):
+            error = ErrorInfo(error.get("type", "Error"), error.get("message", ""), error.get("traceback_tail", ""))
+        self.results[w.name] = JobResult(
+            job_id=job_id(self.c, self.p, w, self.env.device_kind), run_id=self.run_id, candidate=self.c.rel_path,
+            candidate_sha256=self.c.sha256, generator=self.c.generator, generator_version=self.c.generator_version,
+            problem_id=self.p.id, category=self.p.category, workload=w.name, dtype=w.dtype, dsl=self.c.dsl,
+            status=status, flops=w.flops, min_bytes=w.min_bytes, env=self.env, created_at=_now(), error=error,
+            correctness=correctness, timing=timing, library_timing=library_timing, screening=screening,
+            diagnostics=self.diagnostics + extra_diag, warnings=warnings, problem_version=self.p.version,
+        )
+
+    def _fail_rest(self, status: Status, error: dict) -> None:
+        for w in self.workloads:
+            self._record(w, status, error=error)
+
+    # ------------------------------------------------------------------ process
+    def run(self) -> list[JobResult]:
+        root = self.o.scratch_root or Path(os.environ.get("TMPDIR", "/tmp"))
+        scratch = Path(root) / f"kg-{self.run_id[:8]}-{self.c.sha256[:12]}-{secrets.token_hex(3)}"
+        for sub in ("tmp", "handoff", "triton-cache", "tilelang-cache", "cache"):
+            (scratch / sub).mkdir(parents=True, exist_ok=True)
+        cand_file = scratch / self.c.path.name
+        shutil.copyfile(self.c.path, cand_file)
+        p2c_r, p2c_w = os.pipe()
+        c2p_r, c2p_w = os.pipe()
+        out_buf, err_buf = CappedBuffer(), CappedBuffer()
+        key = secrets.token_bytes(32)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "harness.execute.worker", "--in-fd", str(p2c_r), "--out-fd", str(c2p_w)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(p2c_r, c2p_w),
+            cwd=scratch, env=scrubbed_env(scratch, self.o.device, self.gpu), start_new_session=True,
+        )
+        os.close(p2c_r)
+        os.close(c2p_w)
+        drains = [threading.Thread(target=_drain, args=(proc.stdout, out_buf), daemon=True),
+                  threading.Thread(target=_drain, args=(proc.stderr, err_buf), daemon=True)]
+        for t in drains:
+            t.start()
+        self._reader = os.fdopen(c2p_r, "rb", buffering=0)
+        chan = Endpoint(-1, p2c_w, key)
+        chan._r = self._reader
+        try:
+            send_raw_json(p2c_w, self._spec(cand_file, scratch, key))
+            self._converse(chan)
+        except _Timeout as exc:
+            self._kill(proc)
+            self._fail_rest(Status.TIMEOUT, {"type": "Timeout", "message": str(exc), "traceback_tail": err_buf.text()[-2000:]})
+        except (_Died, ChannelError, BrokenPipeError, OSError) as exc:
+            code = self._wait(proc)
+            how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+            status = Status.CRASHED if not isinstance(exc, ChannelError) else Status.REWARD_HACK
+            msg = f"worker ended unexpectedly ({how}): {exc}" if status is Status.CRASHED else f"result channel tampered: {exc}"
+            self._fail_rest(status, {"type": type(exc).__name__, "message": msg, "traceback_tail": err_buf.text()[-3000:]})
+        finally:
+            self._release()
+            self._kill(proc)
+            for t in drains:
+                t.join(timeout=5)
+            for fd_obj in (self._reader,):
+                try:
+                    fd_obj.close()
+                except OSError:
+                    pass
+            try:
+                os.close(p2c_w)
+            except OSError:
+                pass
+            if not self.o.keep_scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
+        if any(r.status in (Status.CRASHED, Status.TIMEOUT) for r in self.results.values()) and self.o.device == "cuda":
+            if not gpu_healthy(self.gpu or 0):
+                raise RuntimeError(f"GPU {self.gpu} failed its health probe after {self.c.rel_path}; stopping the run")
+        self._fail_rest(Status.HARNESS_ERROR, {"type": "NoReport", "message": "the worker reported nothing for this workload"})
+        return [self.results[w.name] for w in self.workloads]
+
+    def _spec(self, cand_file: Path, scratch: Path, key: bytes) -> dict:
+        return {
+            "key": key.hex(), "candidate_path": str(cand_file), "problem_path": str(self.p.path), "device": self.o.device,
+            "handoff_dir": str(scratch / "handoff"), "library_aten": list(self.p.library_aten),
+            "input_transform": self.p.input_transform, "in_place": self.p.in_place, "timing": self.o.timing.to_dict(),
+            "workloads": [{
+                "name": w.name, "params": w.params, "dtype": w.dtype, "allow_tf32": w.allow_tf32,
+                "model_seed": round_seed(self.o.base_seed, w.name, -1),
+                "round_seeds": [round_seed(self.o.base_seed, w.name, r) for r in range(self.o.rounds)],
+            } for w in self.workloads],
+        }
+
+    def _recv(self, chan: Endpoint, timeout_s: float, what: str) -> dict:
+        ready, _, _ = select.select([self._reader], [], [], timeout_s) if not chan._buf else ([1], [], [])
+        if not ready:
+            raise _Timeout(f"no progress for {timeout_s:.0f} s while {what}")
+        msg = chan.recv()
+        if msg is None:
+            raise _Died(f"channel closed while {what}")
+        return msg
+
+    def _acquire(self) -> None:
+        self.lock.acquire()
+        self.lock_held = True
+
+    def _release(self) -> None:
+        if self.lock_held:
+            self.lock_held = False
+            self.lock.release()
+
+    def _converse(self, chan: Endpoint) -> None:
+        o = self.o
+        msg = self._recv(chan, o.compile_timeout_s, "starting the worker")
+        if msg.get("event") != "ready":
+            raise _Died(f"unexpected first message {msg}")
+        msg = self._recv(chan, o.compile_timeout_s, "importing the candidate")
+        if msg.get("event") == "fatal":
+            self._fail_rest(Status(msg["status"]), msg["error"])
+            return
+        by_name = {w.name: w for w in self.workloads}
+        while True:
+            msg = self._recv(chan, o.compile_timeout_s, "building the model")
+            ev = msg.get("event")
+            if ev == "done":
+                return
+            if ev == "workload_fatal":
+                self._record(by_name[msg["workload"]], Status(msg["status"]), error=msg["error"])
+                continue
+            if ev != "want_device":
+                raise _Died(f"unexpected message {ev!r}")
+            w = by_name[msg["workload"]]
+            self._acquire()
+            try:
+                chan.send({"cmd": "go"})
+                self._workload(chan, w)
+            finally:
+                self._release()
+
+    def _workload(self, chan: Endpoint, w: Workload) -> None:
+        o = self.o
+        rounds_passed, max_abs, max_excess, lib_excess = 0, 0.0, 0.0, 0.0
+        warnings: list[str] = []
+        failed: tuple[Status, str, dict | None] | None = None
+        lowered: list[str] = []
+        for r in range(o.rounds):
+            msg = self._recv(chan, o.round_timeout_s + (o.compile_timeout_s if r == 0 else 0), f"running round {r} of '{w.name}'")
+            if msg.get("event") != "round":
+                raise _Died(f"unexpected message {msg.get('event')!r}")
+            if "lowered_sources" in msg:
+                lowered = msg["lowered_sources"]
+                break
+            failed = self._judge_round(msg, w)
+            if failed is None:
+                res = self.checker.compare({
+                    "op": "compare", "problem_path": str(self.p.path), "params": w.params, "dtype": w.dtype,
+                    "device": "cuda" if o.device == "cuda" else "cpu", "model_seed": round_seed(o.base_seed, w.name, -1),
+                    "seed": round_seed(o.base_seed, w.name, r), "round": r, "input_transform": self.p.input_transform,
+                    "atol": w.atol, "rtol": w.rtol, "reduction_length": w.reduction_length, "allow_tf32": w.allow_tf32,
+                    "output_path": msg["output_path"],
+                })
+                if res.get("max_abs_err") is not None:
+                    max_abs = max(max_abs, res["max_abs_err"])
+                    max_excess = max(max_excess, res["max_excess"])
+                    lib_excess = max(lib_excess, res.get("library_max_excess") or 0.0)
+                if not res.get("ok"):
+                    failed = (Status(res["status"]), f"round {r}: {res.get('detail', '')}", None)
+            try:
+                os.unlink(msg["output_path"])
+            except (KeyError, OSError):
+                pass
+            if failed is not None:
+                chan.send({"cmd": "stop"})
+                corr = CorrectnessStats(r + 1, rounds_passed, max_abs, max_excess, w.atol, w.rtol, r, failed[1])
+                self._record(w, failed[0], error=failed[2] or {"type": failed[0].value, "message": failed[1]}, correctness=corr)
+                self._recv(chan, o.round_timeout_s, "finishing the workload")
+                return
+            rounds_passed += 1
+            chan.send({"cmd": "next" if r + 1 < o.rounds else "last"})
+        if lowered:
+            from harness.diagnose.lint import lint_cuda_source
+
+            findings = tuple(f.to_dict() for src in lowered for f in lint_cuda_source(src))
+            digest = hashlib.sha256("".join(lowered).encode()).hexdigest()[:16]
+            self._record(w, Status.LOWERED, warnings=(f"lowered {len(lowered)} TileLang kernel(s) to CUDA source (sha256 {digest}); "
+                                                      "not executed: no GPU",), extra_diag=findings)
+            self._recv(chan, o.round_timeout_s, "finishing the workload")
+            return
+        corr = CorrectnessStats(o.rounds, rounds_passed, max_abs, max_excess, w.atol, w.rtol)
+        if lib_excess > 1.0:
+            warnings.append(f"the library's own output exceeds the tolerance by {lib_excess:.2f}x against float64; "
+                            "the tolerance was widened to 1.5x the library's error")
+        if not o.time_kernels:
+            chan.send({"cmd": "skip"})
+            self._recv(chan, o.round_timeout_s, "finishing the workload")
+            self._record(w, Status.PASSED, correctness=corr, warnings=tuple(warnings))
+            return
+        chan.send({"cmd": "time"})
+        msg = self._recv(chan, o.timing_timeout_s, f"timing '{w.name}'")
+        if msg.get("event") == "timing_error":
+            self._record(w, Status.RUNTIME_ERROR, error=msg["error"], correctness=corr)
+            return
+        if msg.get("event") != "timing":
+            raise _Died(f"unexpected message {msg.get('event')!r}")
+        kt = self._stats(msg["samples_ms"]["candidate"], msg["timer"])
+        lt = self._stats(msg["samples_ms"]["library"], msg["timer"])
+        for label, st in (("kernel", kt), ("library", lt)):
+            if st.relative_iqr > NOISY_IQR:
+                warnings.append(f"{label} timing is noisy: IQR/median = {st.relative_iqr:.0%} (> {NOISY_IQR:.0%})")
+        screening = self.screen(w, kt, lt) if self.screen else None
+        status = Status.PASSED
+        err = None
+        if screening is not None and screening.verdict.value == "reward_hack":
+            status = Status.REWARD_HACK
+            err = {"type": "BelowPhysicalMinimum", "message": screening.reason}
+        self._record(w, status, error=err, correctness=corr, timing=kt, library_timing=lt, screening=screening,
+                     warnings=tuple(warnings))
+
+    @staticmethod
+    def _stats(samples: list[float], timer: str) -> TimingStats:
+        s = summarize(samples)
+        return TimingStats(s["median_ms"], s["iqr_ms"], s["min_ms"], s["mean_ms"], tuple(samples), timer,
+                           l2_flush=True)
+
+    def _judge_round(self, msg: dict, w: Workload) -> tuple[Status, str, dict | None] | None:
+        """Facts reported by the worker -> a failing status, or None to go on to the numeric check."""
+        if "error" in msg:
+            return Status.RUNTIME_ERROR, f"forward raised {msg['error']['type']}: {msg['error']['message'][:300]}", msg["error"]
+        if msg.get("aten_forbidden"):
+            return (Status.REWARD_HACK, f"library fallback: forward called {msg['aten_forbidden']}, the library op this "
+                    f"problem replaces ({self.p.library_op})", None)
+        if msg.get("launches", 0) == 0 and self.c.dsl in ("triton", "tilelang"):
+            return Status.REWARD_HACK, f"no {self.c.dsl} kernel was launched during forward: the result did not come from a DSL kernel", None
+        if msg.get("mutated_inputs"):
+            return Status.REWARD_HACK, f"forward modified its input(s) {msg['mutated_inputs']} (the problem is not in-place)", None
+        if msg.get("new_threads"):
+            return Status.REWARD_HACK, f"forward left {msg['new_threads']} thread(s) running after it returned", None
+        bad_types = [t for t in msg.get("output_types", []) if t != "torch.Tensor"]
+        if bad_types:
+            return Status.INCORRECT_DTYPE, f"forward returned {bad_types}; expected plain torch.Tensor", None
+        if "output_path" not in msg:
+            return Status.INCORRECT_DTYPE, "forward returned no tensor output", None
+        return None
+
+    def _kill(self, proc: subprocess.Popen) -> None:
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self._wait(proc)
+
+    @staticmethod
+    def _wait(proc: subprocess.Popen) -> int | None:
+        try:
+            return proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            return proc.wait(timeout=30)

@@ -1,0 +1,242 @@
+"""The candidate worker: the only process that imports candidate code.
+
+Started by :mod:`harness.execute.runner` as a fresh interpreter
+(``python -m harness.execute.worker --in-fd R --out-fd W``) in the candidate's
+scratch folder, with stdin closed and stdout/stderr going to capped files.
+
+Protocol (every message after the first is HMAC-signed, see channel.py)::
+
+    parent -> worker   job spec (first line, carries the key)
+    worker -> parent   {"event": "ready"}                 guards + timer captured
+    worker -> parent   {"event": "imported"} | {"event": "fatal", ...}
+    for each workload:
+      worker -> parent {"event": "want_device", "workload": w}
+      parent -> worker {"cmd": "go"}                      device is ours alone
+      for each round:
+        worker -> parent {"event": "round", ...facts, "output_path": p}
+        parent -> worker {"cmd": "next"} | {"cmd": "stop"}
+      parent -> worker {"cmd": "time"} | {"cmd": "skip"}
+      worker -> parent {"event": "timing", ...raw samples} | {"event": "workload_done"}
+    worker -> parent   {"event": "done"}
+
+The worker reports *facts* (exceptions, launch counts, aten ops, mutated
+inputs, new threads); the parent decides statuses. Reference outputs never
+enter this process: outputs are saved for the trusted checker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+MAX_TEXT = 4000
+
+
+def _error(exc: BaseException) -> dict:
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return {"type": type(exc).__name__, "message": str(exc)[:MAX_TEXT], "traceback_tail": tb[-MAX_TEXT:]}
+
+
+def _set_rlimits(spec: dict) -> None:
+    """Limits that are safe with CUDA (no address-space cap: the driver maps huge ranges)."""
+    import resource
+
+    limits = {
+        resource.RLIMIT_CORE: 0,
+        resource.RLIMIT_FSIZE: int(spec.get("max_file_bytes", 8 << 30)),
+        resource.RLIMIT_NOFILE: int(spec.get("max_open_files", 4096)),
+    }
+    if spec.get("cpu_seconds"):
+        limits[resource.RLIMIT_CPU] = int(spec["cpu_seconds"])
+    for res, value in limits.items():
+        soft, hard = resource.getrlimit(res)
+        new_hard = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        try:
+            resource.setrlimit(res, (min(value, new_hard), new_hard))
+        except (ValueError, OSError):
+            pass
+
+
+def _import_candidate(path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location("candidate", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["candidate"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _poison(device: str, nbytes: int) -> None:
+    """Fill the caching allocator's free blocks with NaN so unwritten outputs read as NaN."""
+    import torch
+
+    if not device.startswith("cuda") or nbytes <= 0:
+        return
+    t = torch.empty(nbytes // 2 + 1024, dtype=torch.float16, device=device)
+    t.fill_(float("nan"))
+    del t
+
+
+def run(spec: dict, chan: Any) -> None:
+    import torch
+
+    from harness.execute import guards
+    from harness.execute.inputs import copy_matching_state, flatten_outputs, make_inputs, make_reference_model
+    from harness.measure.timing import DeviceTimer, TimingConfig, time_alternating
+    from harness.problems.loader import load_module
+
+    device = spec["device"]
+    if device.startswith("cuda"):
+        torch.cuda.set_device(0)  # CUDA_VISIBLE_DEVICES pins the job to its GPU
+    guards.install_triton_counter()
+    guards.install_tilelang_hooks(execute=device.startswith("cuda"))
+    tcfg = TimingConfig(**spec["timing"])
+    timer = DeviceTimer(device, tcfg.flush_bytes)
+    chan.send({"event": "ready"})
+
+    try:
+        cand = _import_candidate(Path(spec["candidate_path"]))
+        if not hasattr(cand, "ModelNew"):
+            chan.send({"event": "fatal", "status": "INVALID_CANDIDATE",
+                       "error": {"type": "MissingModelNew", "message": "the file defines no 'ModelNew' class "
+                                 "(KernelBench convention: class ModelNew(nn.Module) with Model's constructor and forward)",
+                                 "traceback_tail": ""}})
+            return
+        if not (isinstance(cand.ModelNew, type) and issubclass(cand.ModelNew, torch.nn.Module)):
+            chan.send({"event": "fatal", "status": "INVALID_CANDIDATE",
+                       "error": {"type": "BadModelNew", "message": "ModelNew must be a subclass of torch.nn.Module",
+                                 "traceback_tail": ""}})
+            return
+    except SystemExit as exc:
+        chan.send({"event": "fatal", "status": "COMPILE_ERROR", "error": _error(exc)})
+        return
+    except BaseException as exc:  # noqa: BLE001 - any import failure is the candidate's
+        chan.send({"event": "fatal", "status": "COMPILE_ERROR", "error": _error(exc)})
+        return
+    chan.send({"event": "imported"})
+
+    handoff = Path(spec["handoff_dir"])
+    for w in spec["workloads"]:
+        name, dtype = w["name"], w["dtype"]
+        torch.backends.cuda.matmul.allow_tf32 = bool(w["allow_tf32"])
+        torch.backends.cudnn.allow_tf32 = bool(w["allow_tf32"])
+        torch.set_float32_matmul_precision("high" if w["allow_tf32"] else "highest")
+        module = load_module(Path(spec["problem_path"]), w["params"])
+        try:
+            ref_model = make_reference_model(module, dtype, device, w["model_seed"])
+            torch.manual_seed(w["model_seed"])
+            with torch.device(device):
+                new_model = cand.ModelNew(*module.get_init_inputs())
+            new_model = new_model.to(device=device, dtype=getattr(torch, dtype)).eval()
+            copy_matching_state(ref_model, new_model)
+        except TypeError as exc:
+            chan.send({"event": "workload_fatal", "workload": name, "status": "INVALID_CANDIDATE", "error": _error(exc)})
+            continue
+        except BaseException as exc:  # noqa: BLE001
+            chan.send({"event": "workload_fatal", "workload": name, "status": "RUNTIME_ERROR", "error": _error(exc)})
+            continue
+
+        chan.send({"event": "want_device", "workload": name})
+        cmd = chan.recv()
+        if not cmd or cmd.get("cmd") != "go":
+            return
+
+        timing_sets: list[list] = []
+        stopped = False
+        for r, seed in enumerate(w["round_seeds"]):
+            inputs = make_inputs(module, dtype, device, seed, r, spec["input_transform"])
+            if r < tcfg.input_sets:
+                timing_sets.append([x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+            snapshot = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+            in_bytes = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+            facts: dict[str, Any] = {"event": "round", "workload": name, "round": r}
+            _poison(device, 2 * in_bytes)
+            threads_before = guards.live_threads()
+            guards.COUNTER.reset()
+            try:
+                recorder = guards.AtenRecorder()
+                with torch.no_grad(), recorder:
+                    out = new_model(*inputs)
+                if device.startswith("cuda"):
+                    torch.cuda.synchronize()
+                facts["aten_forbidden"] = recorder.forbidden(tuple(spec["library_aten"]))
+            except guards.LoweredOnly:
+                facts["lowered_sources"] = [s[:200_000] for s in guards.COUNTER.lowered_sources]
+                chan.send(facts)
+                stopped = True
+                break
+            except BaseException as exc:  # noqa: BLE001
+                facts["error"] = _error(exc)
+                facts["error_is_cuda"] = "CUDA" in str(exc) or "cuda" in type(exc).__name__.lower()
+                chan.send(facts)
+                if facts["error_is_cuda"]:
+                    return  # the context may be poisoned; the parent probes the GPU
+                stopped = True
+                break
+            facts["launches"] = guards.COUNTER.total
+            facts["new_threads"] = len(guards.live_threads() - threads_before)
+            if not spec["in_place"]:
+                facts["mutated_inputs"] = [
+                    i for i, (a, b) in enumerate(zip(inputs, snapshot))
+                    if isinstance(a, torch.Tensor) and not torch.equal(a, b)
+                ]
+            outs = flatten_outputs(out)
+            facts["output_types"] = [type(o).__module__ + "." + type(o).__qualname__ for o in outs]
+            if all(type(o) is torch.Tensor for o in outs):
+                path = handoff / f"{name}.r{r}.pt"
+                torch.save([o.detach().to("cpu") for o in outs], path)
+                facts["output_path"] = str(path)
+            chan.send(facts)
+            reply = chan.recv()
+            if not reply or reply.get("cmd") not in ("next", "last"):
+                stopped = True
+                break
+            del out, outs
+        if stopped:
+            chan.send({"event": "workload_done", "workload": name})
+            continue
+        reply = chan.recv()
+        if not reply or reply.get("cmd") != "time":
+            chan.send({"event": "workload_done", "workload": name})
+            continue
+        try:
+            samples = time_alternating(timer, {"library": (ref_model, timing_sets), "candidate": (new_model, timing_sets)}, tcfg)
+            chan.send({"event": "timing", "workload": name, "samples_ms": samples, "timer": timer.name})
+        except BaseException as exc:  # noqa: BLE001
+            chan.send({"event": "timing_error", "workload": name, "error": _error(exc)})
+        del ref_model, new_model, timing_sets
+        if device.startswith("cuda"):
+            torch.cuda.empty_cache()
+    chan.send({"event": "done"})
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.execute.worker", description=__doc__.splitlines()[0])
+    parser.add_argument("--in-fd", type=int, required=True)
+    parser.add_argument("--out-fd", type=int, required=True)
+    args = parser.parse_args(argv)
+
+    from harness.execute.channel import Endpoint
+
+    reader = os.fdopen(args.in_fd, "rb", buffering=0)
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = reader.read(1)
+        if not chunk:
+            return 3
+        line += chunk
+    spec = json.loads(line)
+    chan = Endpoint(-1, args.out_fd, bytes.fromhex(spec.pop("key")))
+    chan._r = reader  # same descriptor for the parent's commands
+    _set_rlimits(spec)
+    run(spec, chan)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+"""Measure the device's ceilings: DRAM bandwidth and dense matmul throughput per unit/dtype.
+
+Run in its own process (``python -m harness.measure.calibrate``) because it
+initialises CUDA; the runner reads the JSON it writes. Ceilings are cached per
+device identity (GPU UUID + driver + torch/triton versions, or the CPU model)
+under ``~/.cache/kernelgate/ceilings/`` and reused; ``kernelgate calibrate
+--force`` re-measures.
+
+Why measured and not datasheet: the roofline gate asks "how close to what this
+machine can actually do", and datasheet peaks overstate it (an H200's bf16
+datasheet says ~990 TFLOP/s dense; cuBLAS reaches ~650-800 on random data).
+The datasheet value is recorded beside each measurement for reference.
+
+Methods (median of ``repeats`` timed runs after warm-up)::
+
+    bandwidth = 2 * nbytes / t(dst.copy_(src))            # bytes read + written
+    peak[u]   = 2 * n^3 / t(a @ b)  for u in fp32 SIMT, TF32, fp16, bf16, fp8
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from harness.jsonio import dumps, loads, write_json
+
+# Datasheet leads (dense, no sparsity) for reference only; keyed by a name fragment.
+DATASHEET = {
+    "H200": {"dram_bytes_per_s": 4.8e12, "fp32_simt": 67e12, "tf32": 495e12, "fp16": 990e12, "bf16": 990e12, "fp8": 1979e12},
+    "H100": {"dram_bytes_per_s": 3.35e12, "fp32_simt": 67e12, "tf32": 495e12, "fp16": 990e12, "bf16": 990e12, "fp8": 1979e12},
+    "A100": {"dram_bytes_per_s": 2.0e12, "fp32_simt": 19.5e12, "tf32": 156e12, "fp16": 312e12, "bf16": 312e12},
+}
+UNITS = ("fp32_simt", "tf32", "fp16", "bf16", "fp8")
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("KERNELGATE_CACHE", Path.home() / ".cache" / "kernelgate")) / "ceilings"
+
+
+def device_key(env: dict) -> str:
+    ident = "|".join(str(env.get(k)) for k in ("device_kind", "device_name", "device_uuid", "driver", "torch", "triton"))
+    return hashlib.sha256(ident.encode()).hexdigest()[:16]
+
+
+def _median_time_s(fn, sync, repeats: int, warmup: int = 3) -> float:
+    for _ in range(warmup):
+        fn()
+    sync()
+    samples = []
+    for _ in range(repeats):
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def measure(device: str, quick: bool = False) -> dict:
+    """Measure the ceilings on ``device`` (``cuda`` or ``cpu``) in this process."""
+    import torch
+
+    cuda = device == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    repeats = 5 if quick else 15
+    out: dict = {"device": device, "repeats": repeats, "peaks_flops_per_s": {}, "method": {}}
+
+    nbytes = (2 << 30) if cuda else (256 << 20)
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).uniform_()
+    dst = torch.empty_like(src)
+    t = _median_time_s(lambda: dst.copy_(src), sync, repeats)
+    out["dram_bytes_per_s"] = 2 * nbytes / t
+    out["method"]["dram"] = f"copy of {nbytes >> 20} MiB, bytes read + written, median of {repeats}"
+    del src, dst
+
+    n = 8192 if cuda else 1024
+    plan = {"fp32_simt": (torch.float32, False), "tf32": (torch.float32, True), "fp16": (torch.float16, None),
+            "bf16": (torch.bfloat16, None)}
+    if not cuda:
+        plan = {"fp32_simt": plan["fp32_simt"], "bf16": plan["bf16"]}
+    for unit, (dtype, tf32) in plan.items():
+        nn = n if (cuda or dtype == torch.float32) else n // 2
+        a = torch.randn(nn, nn, device=device).to(dtype)
+        b = torch.randn(nn, nn, device=device).to(dtype)
+        if cuda:
+            torch.backends.cuda.matmul.allow_tf32 = bool(tf32)
+        try:
+            t = _median_time_s(lambda: torch.mm(a, b), sync, repeats)
+            out["peaks_flops_per_s"][unit] = 2 * nn**3 / t
+            out["method"][unit] = f"torch.mm {nn}^3 random {str(dtype).split('.')[-1]}, median of {repeats}"
+        except RuntimeError as exc:
+            out["method"][unit] = f"unavailable: {exc}"
+        del a, b
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        if hasattr(torch, "_scaled_mm") and torch.cuda.get_device_capability() >= (8, 9):
+            try:
+                a = torch.randn(n, n, device=device).to(torch.float8_e4m3fn)
+                b = torch.randn(n, n, device=device).to(torch.float8_e4m3fn).t()
+                one = torch.tensor(1.0, device=device)
+                t = _median_time_s(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16),
+                                   sync, repeats)
+                out["peaks_flops_per_s"]["fp8"] = 2 * n**3 / t
+                out["method"]["fp8"] = f"torch._scaled_mm {n}^3 e4m3 -> bf16, median of {repeats}"
+            except (RuntimeError, TypeError) as exc:
+                out["method"]["fp8"] = f"unavailable: {exc}"
+        out["l2_bytes"] = int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0))
+    return out
+
+
+def datasheet_for(name: str) -> dict:
+    for key, vals in DATASHEET.items():
+        if key in name:
+            return vals
+    return {}
+
+
+def load_or_measure(env: dict, *, force: bool = False, quick: bool = False) -> dict:
+    """Cached ceilings for this device, measuring in a subprocess if needed."""
+    import subprocess
+
+    path = cache_dir() / f"{device_key(env)}.json"
+    if path.exists() and not force:
+        data = loads(path.read_bytes())
+        data["cached"] = True
+        data["cache_path"] = str(path)
+        return data
+    cmd = [sys.executable, "-m", "harness.measure.calibrate", "--device", env["device_kind"], "--write", str(path)]
+    if quick:
+        cmd.append("--quick")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])
+                               + os.pathsep + os.environ.get("PYTHONPATH", "")})
+    if proc.returncode != 0:
+        raise RuntimeError(f"calibration failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    data = loads(path.read_bytes())
+    data["cached"] = False
+    data["cache_path"] = str(path)
+    return data
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m harness.measure.calibrate")
+    ap.add_argument("--device", choices=("cuda", "cpu"), required=True)
+    ap.add_argument("--write", required=True)
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args(argv)
+    from harness.env import snapshot
+
+    env = snapshot(args.device).to_dict()
+    data = measure(args.device, quick=args.quick)
+    data["env"] = env
+    data["datasheet"] = datasheet_for(env["device_name"])
+    data["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    write_json(args.write, data)
+    print(dumps({"dram_bytes_per_s": data["dram_bytes_per_s"], **data["peaks_flops_per_s"]}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

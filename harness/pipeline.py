@@ -1,0 +1,186 @@
+"""``kernelgate run``: problems -> candidates -> static screens -> isolated execution -> results.
+
+The function :func:`evaluate` is what the CLI calls. It does the trusted,
+cheap work in this process (loading problems, parsing candidates, static
+anti-cheat and defect scans, resume bookkeeping, writing results) and hands
+every candidate to a :class:`harness.execute.runner.Session`, which runs it in
+its own worker process.
+"""
+
+from __future__ import annotations
+
+import ast
+import secrets
+import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from harness.candidates.discover import Candidate, discover
+from harness.execute.runner import Checker, RunOptions, Session, job_id
+from harness.problems.loader import Problem, Workload
+from harness.problems.registry import Registry
+from harness.records import EnvSnapshot, ErrorInfo, JobResult, Status
+from harness.results.store import ResultStore
+
+
+@dataclass
+class EvalRequest:
+    submissions: list[Path]
+    registry: Registry
+    out_dir: Path
+    options: RunOptions
+    env: EnvSnapshot
+    workload_tags: tuple[str, ...] = ()
+    workload_names: tuple[str, ...] = ()
+    only_problems: tuple[str, ...] = ()
+    kernelbench_map: str | None = None
+    resume: bool = False
+    rerun: bool = False
+    ceilings: dict | None = None
+    thresholds: Any = None
+    progress: bool = True
+    on_result: Callable[[JobResult], None] | None = None
+    skipped: list[str] = field(default_factory=list)
+
+
+def _static_record(cand: Candidate, problem: Problem | None, w: Workload | None, status: Status, error: ErrorInfo,
+                   env: EnvSnapshot, run_id: str, diagnostics: tuple[dict, ...] = ()) -> JobResult:
+    wname = w.name if w else "*"
+    if problem is not None and w is not None:
+        jid = job_id(cand, problem, w, env.device_kind)
+    else:
+        import hashlib
+
+        jid = hashlib.sha256(f"{cand.sha256}|{cand.problem_id}|*|{env.device_kind}".encode()).hexdigest()[:20]
+    return JobResult(
+        job_id=jid, run_id=run_id, candidate=cand.rel_path, candidate_sha256=cand.sha256, generator=cand.generator,
+        generator_version=cand.generator_version, problem_id=cand.problem_id,
+        category=problem.category if problem else "unknown", workload=wname, dtype=w.dtype if w else "-", dsl=cand.dsl,
+        status=status, flops=w.flops if w else 0, min_bytes=w.min_bytes if w else 0, env=env,
+        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), error=error, diagnostics=diagnostics,
+        problem_version=problem.version if problem else "",
+    )
+
+
+def _scan(cand: Candidate) -> tuple[ErrorInfo | None, Status | None, tuple[dict, ...]]:
+    """Parse + static scans in the trusted process (no candidate code runs)."""
+    from harness.diagnose.anticheat import scan_source
+    from harness.diagnose.lint import lint_source
+
+    try:
+        source = cand.path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return ErrorInfo(type(exc).__name__, f"{cand.path}: cannot be read as UTF-8 text ({exc})"), Status.INVALID_CANDIDATE, ()
+    try:
+        ast.parse(source, filename=str(cand.path))
+    except SyntaxError as exc:
+        return (ErrorInfo("SyntaxError", f"{cand.path}:{exc.lineno}:{exc.offset}: {exc.msg}", (exc.text or "").rstrip()),
+                Status.COMPILE_ERROR, ())
+    diags = tuple(f.to_dict() for f in lint_source(source, filename=str(cand.path), dsl=cand.dsl))
+    cheats = scan_source(source, filename=str(cand.path))
+    diags += tuple(f.to_dict() for f in cheats)
+    fails = [f for f in cheats if f.severity == "fail"]
+    if fails:
+        msg = "; ".join(f"line {f.line}: [{f.rule}] {f.message}" for f in fails)
+        return ErrorInfo("StaticAntiCheat", f"not executed: {msg}"), Status.REWARD_HACK, diags
+    return None, None, diags
+
+
+def evaluate(req: EvalRequest) -> list[JobResult]:
+    from harness.score.gates import Thresholds, screen
+
+    opts = req.options
+    store = ResultStore(req.out_dir)
+    done = store.done_job_ids() if req.resume and not req.rerun else set()
+    run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+    results: list[JobResult] = []
+    write_lock = threading.Lock()
+
+    def emit(r: JobResult) -> None:
+        with write_lock:
+            store.append(r)
+            results.append(r)
+            if req.on_result:
+                req.on_result(r)
+
+    tasks: list[tuple[Candidate, Problem, list[Workload], tuple[dict, ...]]] = []
+    for folder in req.submissions:
+        _, cands = discover(folder, kernelbench_map=req.kernelbench_map, problem_ids=list(req.registry.problems))
+        for cand in cands:
+            if req.only_problems and cand.problem_id not in req.only_problems:
+                continue
+            if cand.problem_id not in req.registry:
+                try:
+                    req.registry.get(cand.problem_id)
+                except KeyError as exc:
+                    rec = _static_record(cand, None, None, Status.INVALID_CANDIDATE, ErrorInfo("UnknownProblem", str(exc)),
+                                         req.env, run_id)
+                if rec.job_id not in done:
+                    emit(rec)
+                continue
+            prob = req.registry.get(cand.problem_id)
+            wls = prob.select(req.workload_tags or None, req.workload_names or None)
+            wls = [w for w in wls if job_id(cand, prob, w, req.env.device_kind) not in done]
+            if not wls:
+                req.skipped.append(cand.rel_path)
+                continue
+            err, status, diags = _scan(cand)
+            if err is not None:
+                for w in wls:
+                    emit(_static_record(cand, prob, w, status, err, req.env, run_id, diags))
+                continue
+            tasks.append((cand, prob, wls, diags))
+
+    thresholds = req.thresholds or Thresholds()
+
+    def make_screen(prob: Problem):
+        if not req.ceilings:
+            return None
+
+        def _screen(w: Workload, kt, lt):
+            return screen(category=prob.category, dtype=w.dtype, allow_tf32=w.allow_tf32, flops=w.flops,
+                          min_bytes=w.min_bytes, kernel=kt, library=lt, ceilings=req.ceilings, thresholds=thresholds)
+        return _screen
+
+    gpus = list(opts.gpus) if opts.device == "cuda" else [None]
+    scratch_root = opts.scratch_root or (req.out_dir / ".scratch")
+    opts.scratch_root = scratch_root
+    checkers = {g: Checker(opts.device, g, scratch_root / f"checker-{g if g is not None else 'cpu'}") for g in gpus}
+    locks = {g: threading.Lock() for g in gpus}
+    bar = None
+    if req.progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(tasks), desc="candidates", unit="cand", dynamic_ncols=True)
+
+    def one(i: int, task) -> list[JobResult]:
+        cand, prob, wls, diags = task
+        g = gpus[i % len(gpus)]
+        sess = Session(cand, prob, wls, opts, req.env, run_id, checkers[g], locks[g], g, diags, make_screen(prob))
+        return sess.run()
+
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, opts.jobs)) as pool:
+            futs = {pool.submit(one, i, t): t for i, t in enumerate(tasks)}
+            for fut in as_completed(futs):
+                cand = futs[fut][0]
+                try:
+                    recs = fut.result()
+                except RuntimeError as exc:  # GPU unhealthy: stop scheduling, keep what we have
+                    for f in futs:
+                        f.cancel()
+                    raise RuntimeError(f"{exc}") from None
+                for r in recs:
+                    emit(r)
+                if bar is not None:
+                    bar.set_postfix_str(f"{cand.rel_path[-40:]}", refresh=False)
+                    bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+        for c in checkers.values():
+            c.close()
+    return results

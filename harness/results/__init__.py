@@ -1,0 +1,1 @@
+"""Results: the append-only JSONL store (stage 7)."""

@@ -1,0 +1,1 @@
+"""Scoring: correctness comparison, roofline, gates and verdicts (stage 6)."""

@@ -1,0 +1,39 @@
+"""RMSNorm over the last dimension, with an affine weight and no bias."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+ROWS = 32768
+COLS = 4096
+
+
+class Model(nn.Module):
+    def __init__(self, cols: int):
+        super().__init__()
+        self.weight = nn.Parameter(1.0 + 0.5 * torch.randn(cols))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.rms_norm(x, (x.shape[-1],), self.weight, 1e-6)
+
+
+def get_inputs():
+    return [torch.randn(ROWS, COLS)]
+
+
+def get_init_inputs():
+    return [COLS]
+
+
+KERNELGATE = {
+    "category": "normalization",
+    "library_op": "torch.nn.functional.rms_norm",
+    "library_aten": ["aten._fused_rms_norm", "aten.rms_norm"],
+    "flops": "4 * ROWS * COLS",
+    "bytes": "(2 * ROWS * COLS + COLS) * ELEM",
+    "reduction_length": "COLS",
+    "workloads": [
+        {"name": "smoke", "set": {"ROWS": 16, "COLS": 256}, "dtype": "float32", "tags": ["smoke"]},
+        {"name": "fp16-32768x4096", "set": {"ROWS": 32768, "COLS": 4096}, "dtype": "float16", "tags": ["gpu"]},
+        {"name": "fp32-16384x4096", "set": {"ROWS": 16384, "COLS": 4096}, "dtype": "float32", "tags": ["gpu"]},
+    ],
+}

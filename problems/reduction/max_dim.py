@@ -1,0 +1,34 @@
+"""Maximum (values only) over the last dimension of a 2D tensor."""
+import torch
+import torch.nn as nn
+
+ROWS = 32768
+COLS = 8192
+
+
+class Model(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.amax(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(ROWS, COLS)]
+
+
+def get_init_inputs():
+    return []
+
+
+KERNELGATE = {
+    "category": "reduction",
+    "library_op": "torch.amax",
+    "library_aten": ["aten.amax", "aten.max"],
+    "flops": "ROWS * COLS",
+    "bytes": "(ROWS * COLS + ROWS) * ELEM",
+    "reduction_length": "COLS",
+    "workloads": [
+        {"name": "smoke", "set": {"ROWS": 16, "COLS": 256}, "dtype": "float32", "tags": ["smoke"]},
+        {"name": "fp16-32768x8192", "set": {"ROWS": 32768, "COLS": 8192}, "dtype": "float16", "tags": ["gpu"]},
+        {"name": "bf16-65536x3000", "set": {"ROWS": 65536, "COLS": 3000}, "dtype": "bfloat16", "tags": ["gpu"]},
+    ],
+}

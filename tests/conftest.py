@@ -1,0 +1,20 @@
+"""Shared fixtures; GPU tests are skipped without CUDA (the parent never initialises CUDA)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+
+def _has_gpu() -> bool:
+    return shutil.which("nvidia-smi") is not None
+
+
+def pytest_collection_modifyitems(config, items):
+    if _has_gpu():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
