@@ -62,14 +62,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         device=device, gpus=gpus, rounds=max(args.rounds, 5), base_seed=args.seed,
         compile_timeout_s=args.compile_timeout, round_timeout_s=args.round_timeout, timing_timeout_s=args.timing_timeout,
         timing=TimingConfig.for_device(device, quick=args.quick), time_kernels=not args.no_timing, jobs=args.jobs,
-        keep_scratch=args.keep_scratch,
+        keep_scratch=args.keep_scratch, scratch_root=Path(args.scratch) if args.scratch else None,
+        precompile=not args.no_precompile,
     )
     snap = envmod.snapshot(device, gpus[0])
     ceilings = None
     if not args.no_timing:
         from harness.measure.calibrate import load_or_measure
 
-        print(f"ceilings: {'measuring' if True else ''} or loading the cached calibration for {snap.device_name} ...", file=sys.stderr)
+        print(f"ceilings: loading (or measuring) the calibration for {snap.device_name} ...", file=sys.stderr)
         ceilings = load_or_measure(snap.to_dict(), quick=device == "cpu")
     tags = tuple(args.tags.split(",")) if args.tags else (("gpu",) if device == "cuda" else ("smoke",))
     names = tuple(args.workloads.split(",")) if args.workloads else ()
@@ -124,6 +125,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tau-lib", type=float, default=0.8, help="E_lib gate (default 0.8)")
     p.add_argument("--tau-roof-memory", type=float, default=0.5, help="U_roof gate for memory-bound workloads (default 0.5)")
     p.add_argument("--tau-roof-compute", type=float, default=0.25, help="U_roof gate for compute-bound workloads (default 0.25)")
+    p.add_argument("--scratch", metavar="DIR", help="where candidates' scratch folders go (default OUT/.scratch); "
+                   "a tmpfs such as /dev/shm/kg speeds up GPU-sized output hand-off")
+    p.add_argument("--no-precompile", action="store_true", help="GPU: compile inside the exclusive device phase "
+                   "(slower, but no other candidate's GPU work can overlap a timing window)")
     p.add_argument("--keep-scratch", action="store_true", help="keep each candidate's scratch folder (debugging)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--yes-execute", "--allow-untrusted", dest="yes_execute", action="store_true",

@@ -57,6 +57,8 @@ class RunOptions:
     jobs: int = 1
     keep_scratch: bool = False
     scratch_root: Path | None = None
+    precompile: bool = True
+    """GPU: run one untimed forward before taking the device lock (overlaps compiles)."""
 
 
 class CappedBuffer:
@@ -286,6 +288,7 @@ class Session:
             "key": key.hex(), "candidate_path": str(cand_file), "problem_path": str(self.p.path), "device": self.o.device,
             "handoff_dir": str(scratch / "handoff"), "library_aten": list(self.p.library_aten),
             "input_transform": self.p.input_transform, "in_place": self.p.in_place, "timing": self.o.timing.to_dict(),
+            "precompile": self.o.precompile,
             "workloads": [{
                 "name": w.name, "params": w.params, "dtype": w.dtype, "allow_tf32": w.allow_tf32,
                 "model_seed": round_seed(self.o.base_seed, w.name, -1),

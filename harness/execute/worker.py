@@ -141,6 +141,18 @@ def run(spec: dict, chan: Any) -> None:
             chan.send({"event": "workload_fatal", "workload": name, "status": "RUNTIME_ERROR", "error": _error(exc)})
             continue
 
+        if spec.get("precompile") and device.startswith("cuda"):
+            # Compile (Triton JIT, TileLang nvcc, autotuning) before taking the
+            # device lock, so compiles overlap with other candidates' timing.
+            # Errors here are ignored: the correctness rounds report them.
+            try:
+                warm = make_inputs(module, dtype, device, w["round_seeds"][0], 0, spec["input_transform"])
+                with torch.no_grad():
+                    new_model(*warm)
+                torch.cuda.synchronize()
+                del warm
+            except Exception:  # noqa: BLE001
+                pass
         chan.send({"event": "want_device", "workload": name})
         cmd = chan.recv()
         if not cmd or cmd.get("cmd") != "go":

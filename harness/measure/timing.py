@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 _perf_counter = time.perf_counter  # captured at import, before candidate code runs
+MIN_REPS = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,20 +44,22 @@ class TimingConfig:
     flush_bytes: int = 256 * 1024 * 1024
     """Bytes written before each sample; at least twice the L2 (H200: 60 MB)."""
     input_sets: int = 3
+    budget_ms: float = 20_000.0
+    """Soft cap on one timing phase; only very slow kernels reach it (see time_alternating)."""
 
     @classmethod
     def for_device(cls, device: str, quick: bool = False) -> "TimingConfig":
         if device == "cpu":
             # CPU runs are functional checks of the protocol (the Triton
             # interpreter is orders of magnitude slower than a GPU): keep them short.
-            return cls(warmup=1, reps=3, trials=1, flush_bytes=8 * 1024 * 1024, input_sets=2)
+            return cls(warmup=1, reps=3, trials=1, flush_bytes=8 * 1024 * 1024, input_sets=2, budget_ms=5_000.0)
         if quick:
-            return cls(warmup=5, reps=20, trials=2)
+            return cls(warmup=5, reps=20, trials=2, budget_ms=4_000.0)
         return cls()
 
     def to_dict(self) -> dict:
         return {"warmup": self.warmup, "reps": self.reps, "trials": self.trials,
-                "flush_bytes": self.flush_bytes, "input_sets": self.input_sets}
+                "flush_bytes": self.flush_bytes, "input_sets": self.input_sets, "budget_ms": self.budget_ms}
 
 
 class DeviceTimer:
@@ -108,8 +111,15 @@ def time_alternating(timer: DeviceTimer, fns: dict[str, tuple[Callable, list[lis
         for name, (fn, sets) in fns.items():
             for i in range(cfg.warmup):
                 fn(*sets[i % len(sets)])
+        # Bound the phase for very slow kernels: after warm-up, one sample of
+        # each estimates the cost, and reps shrink (never below MIN_REPS) so
+        # the whole phase stays near budget_ms.
+        est = sum(timer.sample_ms(fn, sets[0]) for fn, sets in fns.values())
+        reps = cfg.reps
+        if est * cfg.reps * cfg.trials > cfg.budget_ms:
+            reps = max(MIN_REPS, int(cfg.budget_ms / (est * cfg.trials)))
         for _ in range(cfg.trials):
-            for i in range(cfg.reps):
+            for i in range(reps):
                 for name, (fn, sets) in fns.items():
                     samples[name].append(timer.sample_ms(fn, sets[i % len(sets)]))
     return samples

@@ -1,0 +1,14 @@
+"""Report stage: everything here is *derived* from results records and regenerated, never edited.
+
+* :mod:`harness.report.metrics` -- per-record metrics (E_lib, U_roof, speed-of-light
+  score S, verdict bucket) and the rules that pick records and candidates;
+* :mod:`harness.report.leaderboard` -- the schema-versioned leaderboard dict,
+  its JSON file and its text table;
+* :mod:`harness.report.compare` -- paired comparison of two generators with
+  bootstrap confidence intervals;
+* :mod:`harness.report.html` -- a self-contained HTML page and a Markdown
+  summary (charts need the optional ``matplotlib``).
+
+Importing this package does no work; matplotlib and numpy load inside the
+functions that need them.
+"""
