@@ -77,6 +77,22 @@ def _dc_to_dict(obj: Any) -> Any:
     return obj
 
 
+_NONFINITE = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}
+
+
+def _floats(cls: type, data: dict) -> dict:
+    """Undo the JSON encoding of non-finite floats (see harness.jsonio) for float fields."""
+    out = dict(data)
+    for f in dataclasses.fields(cls):
+        v = out.get(f.name)
+        if "float" in str(f.type):
+            if isinstance(v, str) and v in _NONFINITE:
+                out[f.name] = _NONFINITE[v]
+            elif isinstance(v, (list, tuple)):
+                out[f.name] = tuple(_NONFINITE.get(x, x) if isinstance(x, str) else x for x in v)
+    return out
+
+
 def _check_keys(cls: type, data: dict) -> None:
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = set(data) - names
@@ -137,7 +153,7 @@ class TimingStats:
         if d is None:
             return None
         _check_keys(cls, d)
-        d = dict(d)
+        d = _floats(cls, d)
         d["samples_ms"] = tuple(float(x) for x in d["samples_ms"])
         return cls(**d)
 
@@ -167,7 +183,7 @@ class CorrectnessStats:
         if d is None:
             return None
         _check_keys(cls, d)
-        return cls(**d)
+        return cls(**_floats(cls, d))
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +216,7 @@ class Screening:
         if d is None:
             return None
         _check_keys(cls, d)
-        d = dict(d)
+        d = _floats(cls, d)
         d["verdict"] = Verdict(d["verdict"])
         return cls(**d)
 

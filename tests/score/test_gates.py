@@ -1,0 +1,70 @@
+"""Roofline floor, E_lib/U_roof, the verdict table, noise-aware borderline, physical-minimum reward hack."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.records import TimingStats, Verdict
+from harness.score.gates import Thresholds, compute_unit, floor_ms, screen
+
+CEIL = {"dram_bytes_per_s": 4.0e12, "peaks_flops_per_s": {"fp32_simt": 50e12, "tf32": 350e12, "fp16": 700e12, "bf16": 700e12}}
+
+
+def t(ms: float, rel_iqr: float = 0.01) -> TimingStats:
+    return TimingStats(ms, ms * rel_iqr, ms, ms, (ms,) * 5, "cuda_event", True)
+
+
+def _screen(tk, tl, *, flops=0, nbytes=4_000_000_000, category="normalization", dtype="float16", **kw):
+    return screen(category=category, dtype=dtype, allow_tf32=False, flops=flops, min_bytes=nbytes, kernel=tk,
+                  library=tl, ceilings=CEIL, **kw)
+
+
+def test_floor_and_bound():
+    ms, bound = floor_ms(0, 4_000_000_000, CEIL, "fp32_simt")
+    assert bound == "memory" and ms == pytest.approx(1.0)
+    ms, bound = floor_ms(7e12, 1000, CEIL, "fp16")
+    assert bound == "compute" and ms == pytest.approx(10.0)
+
+
+def test_units_follow_precision():
+    assert compute_unit("gemm", "float32", False) == "fp32_simt"
+    assert compute_unit("gemm", "float32", True) == "tf32"
+    assert compute_unit("convolution", "bfloat16", False) == "bf16"
+    assert compute_unit("normalization", "float16", False) == "fp32_simt"
+
+
+@pytest.mark.parametrize("tk,tl,verdict", [
+    (1.2, 1.3, Verdict.EFFICIENT),            # U=0.83, E=1.08
+    (300.0, 1.3, Verdict.AUTHORING_DEFECT),   # the 300x LayerNorm
+    (1.6, 1.1, Verdict.STRUCTURAL_RESIDUAL),  # U=0.62 >= 0.5, E=0.69 < 0.8
+    (4.0, 10.0, Verdict.BEATS_WEAK_BASELINE),  # E=2.5, U=0.25
+])
+def test_verdict_table(tk, tl, verdict):
+    s = _screen(t(tk), t(tl))
+    assert s.verdict is verdict and not s.borderline
+
+
+def test_library_utilization_is_reported():
+    s = _screen(t(1.2), t(2.0))
+    assert s.u_roof_library == pytest.approx(0.5)
+
+
+def test_within_noise_of_threshold_is_borderline():
+    s = _screen(t(1.25, rel_iqr=0.2), t(1.0, rel_iqr=0.2))  # E = 0.8 exactly at tau_lib, noisy
+    assert s.verdict is Verdict.BORDERLINE and s.borderline
+
+
+def test_faster_than_physics_is_reward_hack():
+    s = _screen(t(0.3), t(1.2))
+    assert s.verdict is Verdict.REWARD_HACK and "physical minimum" in s.reason
+
+
+def test_fast_but_plausible_is_not_a_hack():
+    """Beating eager PyTorch by 10x is legitimate when the library is far from the roof."""
+    s = _screen(t(1.1), t(11.0))
+    assert s.verdict is Verdict.EFFICIENT and s.e_lib == pytest.approx(10.0)
+
+
+def test_thresholds_are_configurable():
+    s = _screen(t(1.6), t(1.1), thresholds=Thresholds(tau_lib=0.5))
+    assert s.verdict is Verdict.EFFICIENT and s.tau_lib == 0.5
