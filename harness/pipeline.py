@@ -43,18 +43,31 @@ class EvalRequest:
     thresholds: Any = None
     progress: bool = True
     on_result: Callable[[JobResult], None] | None = None
+    shard: tuple[int, int] | None = None
+    """(k, n): take only the k-th of n stable shares of the candidates (1-based k)."""
     skipped: list[str] = field(default_factory=list)
+
+
+def in_shard(cand: Candidate, shard: tuple[int, int] | None) -> bool:
+    """Stable assignment by content hash, so any launcher can split a run into n parts."""
+    if shard is None:
+        return True
+    k, n = shard
+    import hashlib
+
+    h = int(hashlib.sha256(f"{cand.sha256}|{cand.rel_path}".encode()).hexdigest()[:12], 16)
+    return h % n == k - 1
 
 
 def _static_record(cand: Candidate, problem: Problem | None, w: Workload | None, status: Status, error: ErrorInfo,
                    env: EnvSnapshot, run_id: str, diagnostics: tuple[dict, ...] = ()) -> JobResult:
     wname = w.name if w else "*"
     if problem is not None and w is not None:
-        jid = job_id(cand, problem, w, env.device_kind)
+        jid = job_id(cand, problem, w, env)
     else:
         import hashlib
 
-        jid = hashlib.sha256(f"{cand.sha256}|{cand.problem_id}|*|{env.device_kind}".encode()).hexdigest()[:20]
+        jid = hashlib.sha256(f"{cand.sha256}|{cand.problem_id}|*|{env.comparable_key()}".encode()).hexdigest()[:20]
     return JobResult(
         job_id=jid, run_id=run_id, candidate=cand.rel_path, candidate_sha256=cand.sha256, generator=cand.generator,
         generator_version=cand.generator_version, problem_id=cand.problem_id,
@@ -112,6 +125,8 @@ def evaluate(req: EvalRequest) -> list[JobResult]:
         for cand in cands:
             if req.only_problems and cand.problem_id not in req.only_problems:
                 continue
+            if not in_shard(cand, req.shard):
+                continue
             if cand.problem_id not in req.registry:
                 try:
                     req.registry.get(cand.problem_id)
@@ -123,7 +138,7 @@ def evaluate(req: EvalRequest) -> list[JobResult]:
                 continue
             prob = req.registry.get(cand.problem_id)
             wls = prob.select(req.workload_tags or None, req.workload_names or None)
-            wls = [w for w in wls if job_id(cand, prob, w, req.env.device_kind) not in done]
+            wls = [w for w in wls if job_id(cand, prob, w, req.env) not in done]
             if not wls:
                 req.skipped.append(cand.rel_path)
                 continue

@@ -293,6 +293,8 @@ class JobResult:
     warnings: tuple[str, ...] = ()
     problem_version: str = ""
     """Hash of the problem file, copied so a result always names what it was scored against."""
+    allow_tf32: bool = False
+    """Whether TF32 was permitted (for candidate and library alike) in this workload."""
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict:

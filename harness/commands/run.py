@@ -44,6 +44,18 @@ def summary_table(results) -> str:
                         "verdict", "detail"])
 
 
+def _parse_shard(text: str | None) -> tuple[int, int] | None:
+    if not text:
+        return None
+    try:
+        k, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise SystemExit(f"kernelgate: error: --shard {text!r}: expected K/N, e.g. --shard 2/4") from None
+    if not 1 <= k <= n:
+        raise SystemExit(f"kernelgate: error: --shard {text!r}: K must be between 1 and N")
+    return k, n
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from harness import env as envmod
     from harness.execute.runner import RunOptions
@@ -79,6 +91,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         workload_tags=() if names else tags, workload_names=names, only_problems=tuple(args.only or ()),
         kernelbench_map=args.kernelbench_map, resume=args.resume, rerun=args.rerun, ceilings=ceilings,
         thresholds=Thresholds(args.tau_lib, args.tau_roof_memory, args.tau_roof_compute), progress=not args.no_progress,
+        shard=_parse_shard(args.shard),
     )
     try:
         results = evaluate(req)
@@ -117,6 +130,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="base seed for inputs and weights")
     p.add_argument("--resume", action="store_true", help="skip (candidate, workload) jobs already in OUT/results.jsonl")
     p.add_argument("--rerun", action="store_true", help="evaluate again even if recorded")
+    p.add_argument("--shard", metavar="K/N", help="evaluate only the K-th of N stable shares of the candidates "
+                   "(split a run over launchers; combine with 'kernelgate merge')")
     p.add_argument("--no-timing", action="store_true", help="correctness only")
     p.add_argument("--quick", action="store_true", help="fewer timing samples (GPU)")
     p.add_argument("--compile-timeout", type=float, default=600.0, help="seconds for import + build + first launch")

@@ -70,9 +70,14 @@ def install_triton_counter() -> bool:
 def install_tilelang_hooks(execute: bool, target: dict | None = None) -> bool:
     """Count TileLang launches (GPU) or lower-only with a stub (no GPU)."""
     try:
+        import sys
+
         import tilelang
-        import tilelang.jit as tjit
         from tilelang.jit.kernel import JITKernel
+
+        # "import tilelang.jit as m" would bind the jit *function* that shadows the
+        # submodule; the module itself is what JITImpl.compile looks 'compile' up in
+        tjit = sys.modules["tilelang.jit"]
     except Exception:  # noqa: BLE001
         return False
     if execute:

@@ -92,8 +92,12 @@ def _drain(stream: Any, buf: CappedBuffer) -> None:
         buf.feed(chunk)
 
 
-def job_id(cand: Candidate, problem: Problem, workload: Workload, device_kind: str) -> str:
-    key = f"{cand.sha256}|{problem.id}|{problem.version}|{workload.name}|{sorted(workload.params.items())}|{device_kind}|{__version__}"
+def job_id(cand: Candidate, problem: Problem, workload: Workload, env: EnvSnapshot) -> str:
+    """Content hash of everything a result depends on: an unchanged candidate on an
+    unchanged problem, workload, environment and harness version has the same id,
+    which is what ``--resume`` and the cache key on."""
+    key = "|".join(map(str, (cand.sha256, problem.id, problem.version, workload.name, sorted(workload.params.items()),
+                             env.comparable_key(), env.device_uuid, __version__)))
     return hashlib.sha256(key.encode()).hexdigest()[:20]
 
 
@@ -211,12 +215,13 @@ class Session:
         if isinstance(error, dict):
             error = ErrorInfo(error.get("type", "Error"), error.get("message", ""), error.get("traceback_tail", ""))
         self.results[w.name] = JobResult(
-            job_id=job_id(self.c, self.p, w, self.env.device_kind), run_id=self.run_id, candidate=self.c.rel_path,
+            job_id=job_id(self.c, self.p, w, self.env), run_id=self.run_id, candidate=self.c.rel_path,
             candidate_sha256=self.c.sha256, generator=self.c.generator, generator_version=self.c.generator_version,
             problem_id=self.p.id, category=self.p.category, workload=w.name, dtype=w.dtype, dsl=self.c.dsl,
             status=status, flops=w.flops, min_bytes=w.min_bytes, env=self.env, created_at=_now(), error=error,
             correctness=correctness, timing=timing, library_timing=library_timing, screening=screening,
             diagnostics=self.diagnostics + extra_diag, warnings=warnings, problem_version=self.p.version,
+            allow_tf32=w.allow_tf32,
         )
 
     def _fail_rest(self, status: Status, error: dict) -> None:
@@ -288,7 +293,7 @@ class Session:
             "key": key.hex(), "candidate_path": str(cand_file), "problem_path": str(self.p.path), "device": self.o.device,
             "handoff_dir": str(scratch / "handoff"), "library_aten": list(self.p.library_aten),
             "input_transform": self.p.input_transform, "in_place": self.p.in_place, "timing": self.o.timing.to_dict(),
-            "precompile": self.o.precompile,
+            "precompile": self.o.precompile, "dsl": self.c.dsl,
             "workloads": [{
                 "name": w.name, "params": w.params, "dtype": w.dtype, "allow_tf32": w.allow_tf32,
                 "model_seed": round_seed(self.o.base_seed, w.name, -1),

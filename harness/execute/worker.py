@@ -94,7 +94,8 @@ def run(spec: dict, chan: Any) -> None:
     if device.startswith("cuda"):
         torch.cuda.set_device(0)  # CUDA_VISIBLE_DEVICES pins the job to its GPU
     guards.install_triton_counter()
-    guards.install_tilelang_hooks(execute=device.startswith("cuda"))
+    if spec.get("dsl") == "tilelang":  # importing tilelang costs seconds: only when the candidate uses it
+        guards.install_tilelang_hooks(execute=device.startswith("cuda"))
     tcfg = TimingConfig(**spec["timing"])
     timer = DeviceTimer(device, tcfg.flush_bytes)
     chan.send({"event": "ready"})

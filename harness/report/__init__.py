@@ -7,7 +7,8 @@
 * :mod:`harness.report.compare` -- paired comparison of two generators with
   bootstrap confidence intervals;
 * :mod:`harness.report.html` -- a self-contained HTML page and a Markdown
-  summary (charts need the optional ``matplotlib``).
+  summary, with the charts of :mod:`harness.report.plots` (roofline, fast_p;
+  they need the optional ``matplotlib``).
 
 Importing this package does no work; matplotlib and numpy load inside the
 functions that need them.

@@ -50,11 +50,7 @@ _NOT_ATTEMPTED = {Status.LOWERED, Status.HARNESS_ERROR}
 
 def num(x: object) -> float | None:
     """A float from a record field; JSON spells non-finite floats ``"nan"``/``"inf"``/``"-inf"``."""
-    if x is None:
-        return None
-    if isinstance(x, str):
-        return float(x)
-    return float(x)  # type: ignore[arg-type]
+    return None if x is None else float(x)  # type: ignore[arg-type]
 
 
 def finite(x: float | None) -> bool:
@@ -219,4 +215,4 @@ def best_candidate(records: list[JobResult]) -> ProblemOutcome | None:
     outcomes = [problem_outcome(c, rs) for c, rs in sorted(by_cand.items())]
     if not outcomes:
         return None
-    return max(reversed(outcomes), key=ProblemOutcome.sort_key)
+    return max(outcomes, key=ProblemOutcome.sort_key)

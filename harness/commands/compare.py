@@ -1,0 +1,55 @@
+"""``kernelgate compare A B --results PATH...``: paired comparison of two generators."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from harness.commands.leaderboard import add_results_arg, load_results_or_exit
+
+EPILOG = """\
+A is the baseline, B the challenger; a ratio t_B/t_A below 1 means B is faster. Each problem uses each
+side's best candidate; workloads are paired by name. Within one run (same run_id) raw kernel times are
+compared; across runs each time is divided by its own session's library time. 95% CIs come from
+bootstrapping the raw timing samples (and, for the geomean, the workloads). A workload counts as
+improved/regressed only when the ratio is beyond --min-effect and its CI excludes 1.
+
+examples:
+  kernelgate compare my-gen@1 my-gen@2 --results runs/h200
+  kernelgate compare triton-reference my-gen --results runs/a runs/b --json runs/cmp.json
+"""
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from harness.jsonio import write_json
+    from harness.report.compare import compare_generators, format_comparison
+
+    results = load_results_or_exit(args.results)
+    try:
+        d = compare_generators(results, args.a, args.b, n_boot=args.n_boot, seed=args.seed, min_effect=args.min_effect)
+    except ValueError as exc:
+        raise SystemExit(f"kernelgate: error: {exc}")
+    print(format_comparison(d))
+    for w in d["warnings"]:
+        print(f"warning: {w}", file=sys.stderr)
+    if args.json:
+        write_json(args.json, d)
+        print(f"comparison written to {args.json}", file=sys.stderr)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compare", help="compare two generators on what both attempted",
+                       description="Paired per-(problem, workload) comparison of generator B against A: status, "
+                                   "E_lib, U_roof and S changes, the geomean kernel-time ratio with a bootstrap 95% "
+                                   "CI, and the problems that improved or regressed beyond noise.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("a", metavar="A", help="baseline: generator@version, or a generator name with one version")
+    p.add_argument("b", metavar="B", help="challenger: generator@version, or a generator name with one version")
+    add_results_arg(p)
+    p.add_argument("--n-boot", type=int, default=2000, help="bootstrap replicates (default 2000)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0; results are deterministic)")
+    p.add_argument("--min-effect", type=float, default=0.02,
+                   help="smallest relative change that counts as improved/regressed (default 0.02 = 2%%)")
+    p.add_argument("--json", metavar="FILE.json", help="also write the comparison as JSON")
+    p.set_defaults(func=cmd_compare)

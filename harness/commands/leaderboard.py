@@ -1,0 +1,66 @@
+"""``kernelgate leaderboard --results PATH...``: rank generators from results files."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+EPILOG = """\
+The leaderboard is generated from the results records only (latest record per job); it is never edited.
+Ranking: mean speed-of-light score S over attempted workloads (failures count 0), then correctness rate,
+then geomean E_lib. fast_p = fraction of attempted problems whose best candidate is correct with
+E_lib > p on every timed workload. 'harness/report/leaderboard.py' documents every metric.
+
+examples:
+  kernelgate leaderboard --results runs/h200
+  kernelgate leaderboard --results runs/h200 runs/h200-v2/results.jsonl --by category
+  kernelgate leaderboard --results runs/h200 --out leaderboards/h200.json
+"""
+
+
+def add_results_arg(p: argparse.ArgumentParser) -> None:
+    """``--results PATH...``: results folders (their results.jsonl) or .jsonl files."""
+    p.add_argument("--results", nargs="+", required=True, metavar="PATH",
+                   help="results folder(s) of 'kernelgate run --out' or results .jsonl file(s)")
+
+
+def load_results_or_exit(paths: list[str]):
+    """Every valid record of the given results files; exits with a message when a path or the records are missing."""
+    from harness.results.store import load_results
+
+    try:
+        results = load_results(paths)
+    except FileNotFoundError as exc:
+        raise SystemExit(f"kernelgate: error: {exc}")
+    if not results:
+        raise SystemExit(f"kernelgate: error: no result records in {', '.join(paths)}")
+    return results
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    from harness.jsonio import dumps
+    from harness.report.leaderboard import build_leaderboard, format_leaderboard, write_leaderboard
+
+    results = load_results_or_exit(args.results)
+    lb = build_leaderboard(results, source=" ".join(args.results))
+    if args.json:
+        print(dumps(lb, indent=True))
+    else:
+        print(format_leaderboard(lb, by=args.by))
+    if args.out:
+        path = write_leaderboard(args.out, lb)
+        print(f"leaderboard written to {path}", file=sys.stderr)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("leaderboard", help="rank generators from results files",
+                       description="Build the leaderboard from results records: per generator@version, correctness "
+                                   "rate, fast_p, geomean E_lib and U_roof, mean speed-of-light score, verdict counts; "
+                                   "overall and per category.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_results_arg(p)
+    p.add_argument("--by", choices=("category",), help="also show one row per category under each generator")
+    p.add_argument("--out", metavar="FILE.json", help="write the leaderboard JSON here (atomic), e.g. leaderboards/h200.json")
+    p.add_argument("--json", action="store_true", help="print the leaderboard JSON instead of the table")
+    p.set_defaults(func=cmd_leaderboard)

@@ -1,0 +1,107 @@
+"""``kernelgate prompt PROBLEM --dsl DSL``: render a generation prompt (optionally with feedback)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from harness.commands._common import add_problem_args, load_registry_from_args
+
+EPILOG = """\
+The prompt carries the problem file, its workloads (shapes, dtypes, tolerances, FLOPs, bytes), the DSL's
+conventions with a skeleton, and the rules the harness enforces. With --feedback it also shows the
+previous attempt's status, verdict, E_lib/U_roof, errors and static diagnostics, for refine loops.
+
+examples:
+  kernelgate prompt layernorm --dsl triton
+  kernelgate prompt softmax --dsl tilelang --out prompts/softmax.md
+  kernelgate prompt layernorm --dsl triton --feedback runs/h200 --candidate layernorm.py --generator my-gen@3
+  kernelgate prompt --all --dsl triton --out prompts/triton
+"""
+
+
+def _matches(candidate: str, name: str) -> bool:
+    p = Path(candidate)
+    return name in (candidate, p.name, p.stem)
+
+
+def select_feedback(results, problem_id: str, candidate: str | None, generator: str | None):
+    """The latest records (one per workload) of one candidate for one problem; exits with a message otherwise."""
+    from harness.report.compare import resolve_generator
+    from harness.report.metrics import latest_records, record_label
+
+    records, _ = latest_records(results)
+    recs = [r for r in records if r.problem_id == problem_id]
+    if generator:
+        try:
+            gen, ver = resolve_generator(recs or records, generator)
+        except ValueError as exc:
+            raise SystemExit(f"kernelgate: error: --generator: {exc}")
+        recs = [r for r in recs if (r.generator, r.generator_version) == (gen, ver)]
+    if candidate:
+        recs = [r for r in recs if _matches(r.candidate, candidate)]
+    owners = sorted({f"{record_label(r)}:{r.candidate}" for r in recs})
+    if not owners:
+        raise SystemExit(f"kernelgate: error: no result record for problem '{problem_id}'"
+                         + (f" and candidate '{candidate}'" if candidate else "")
+                         + (f" of generator '{generator}'" if generator else "") + " in --feedback")
+    if len(owners) > 1:
+        raise SystemExit(f"kernelgate: error: --feedback has several candidates for '{problem_id}': {', '.join(owners)}; "
+                         "choose one with --candidate NAME and/or --generator GEN@VERSION")
+    by_workload = {}
+    for r in sorted(recs, key=lambda r: r.created_at):
+        by_workload[r.workload] = r
+    return [by_workload[w] for w in sorted(by_workload)]
+
+
+def cmd_prompt(args: argparse.Namespace) -> int:
+    from harness.jsonio import atomic_write_text
+    from harness.prompts.render import render_all, render_prompt
+
+    if bool(args.problem) == bool(args.all):
+        raise SystemExit("kernelgate: error: give one PROBLEM or --all")
+    reg = load_registry_from_args(args, quiet=True)
+    if args.all:
+        if not args.out:
+            raise SystemExit("kernelgate: error: --all needs --out DIR (one file per problem)")
+        if args.feedback:
+            raise SystemExit("kernelgate: error: --feedback applies to one PROBLEM, not --all")
+        paths = render_all(reg, args.dsl, args.out)
+        print(f"{len(paths)} prompt(s) written to {args.out}")
+        return 0
+    try:
+        problem = reg.get(args.problem)
+    except KeyError as exc:
+        raise SystemExit(f"kernelgate: error: {exc}")
+    feedback = None
+    if args.feedback:
+        from harness.commands.leaderboard import load_results_or_exit
+
+        feedback = select_feedback(load_results_or_exit(args.feedback), problem.id, args.candidate, args.generator)
+    elif args.candidate or args.generator:
+        raise SystemExit("kernelgate: error: --candidate/--generator select feedback records: add --feedback RESULTS")
+    text = render_prompt(problem, args.dsl, feedback=feedback)
+    if args.out:
+        atomic_write_text(args.out, text)
+        print(f"prompt written to {args.out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("prompt", help="render a generation prompt for a problem",
+                       description="Render the prompt a kernel generator gets for one problem (or all of them): "
+                                   "problem source, workloads, DSL conventions, enforced rules, optional feedback.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("problem", nargs="?", metavar="PROBLEM", help="problem id, e.g. layernorm")
+    p.add_argument("--all", action="store_true", help="one prompt per problem, written to --out DIR as <id>.<dsl>.md")
+    p.add_argument("--dsl", required=True, choices=("triton", "tilelang"), help="the DSL the kernel is written in")
+    p.add_argument("--out", metavar="PATH", help="output file (one PROBLEM) or folder (--all); default: print")
+    p.add_argument("--feedback", action="append", metavar="RESULTS",
+                   help="results folder or file holding the previous attempt (repeatable)")
+    p.add_argument("--candidate", metavar="NAME", help="the previous attempt's candidate file (path, name or stem)")
+    p.add_argument("--generator", metavar="GEN[@VERSION]", help="the previous attempt's generator, when names repeat")
+    add_problem_args(p)
+    p.set_defaults(func=cmd_prompt)

@@ -1,0 +1,97 @@
+"""Smoke tests for the core subcommands (each runs through harness.cli.main)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.cli import build_parser, main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_subcommand_has_help(capsys):
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    assert {"problems", "env", "run", "calibrate", "lint"} <= set(sub.choices)
+    for name, sp in sub.choices.items():
+        text = sp.format_help()
+        assert len(text) > 200, f"'{name} --help' is too thin"
+
+
+def test_problems_list_shows_suite(capsys):
+    assert main(["problems", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "20 problems in 5 categories" in out
+    for pid in ("layernorm", "conv2d_3x3", "gemm_square", "softmax", "gelu"):
+        assert pid in out
+
+
+def test_problems_show_and_unknown(capsys):
+    assert main(["problems", "show", "layernorm"]) == 0
+    assert "native_layer_norm" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="did you mean 'layernorm'"):
+        main(["problems", "show", "layernrom"])
+
+
+def test_problems_show_kernelbench_file_is_derived(capsys):
+    kb = ROOT / "tests" / "fixtures" / "kernelbench"
+    assert main(["problems", "show", "1_Square_matrix_multiplication_", "--problems", str(kb), "--set", "N=128"]) == 0
+    out = capsys.readouterr().out
+    assert "derived" in out and "4.19 MFLOP" in out
+
+
+def test_env_reports_cpu_path(capsys):
+    assert main(["env", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "Triton interpreter" in out and "lowered to CUDA source" in out
+
+
+def test_bad_set_option_is_a_clear_error():
+    with pytest.raises(SystemExit, match="NAME=VALUE"):
+        main(["problems", "list", "--set", "oops"])
+
+
+def test_python_dash_m_entry_point():
+    out = subprocess.run([sys.executable, "-m", "harness", "--help"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0 and "kernelgate" in out.stdout
+
+
+RELU = '''
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _relu(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(y_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=m), 0.0), mask=m)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        _relu[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+        return y
+'''
+
+
+def test_run_kernelbench_folder_with_mapping_and_set(tmp_path, capsys):
+    """A KernelBench run folder against KernelBench problem files, fitted to the CPU with --set."""
+    sub = tmp_path / "kb-run"
+    sub.mkdir()
+    (sub / "level_1_problem_19_sample_0_kernel.py").write_text(RELU)
+    out = tmp_path / "out"
+    code = main(["run", str(sub), "--device", "cpu", "--problems", str(ROOT / "tests" / "fixtures" / "kernelbench"),
+                 "--kernelbench-map", "auto", "--set", "batch_size=4", "--set", "dim=256", "--only", "19_ReLU",
+                 "--out", str(out), "--no-progress", "--yes-execute"])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "kb-run/level_1_problem_19_sample_0_kernel.py" in text and "PASSED" in text
+    assert (out / "results.jsonl").exists()
