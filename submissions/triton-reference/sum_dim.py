@@ -1,0 +1,41 @@
+"""Sum over the last dimension of a 2D tensor, one row per program.
+
+The row is streamed in TILE = min(next_power_of_2(cols), 8192) chunks into a
+per-lane fp32 accumulator vector (no cross-lane work inside the loop) and
+reduced once with tl.sum at the end; rows of up to 8192 columns are a single
+chunk, longer rows (e.g. 50000) loop. num_warps = TILE / 512 clamped to
+4..16, so each thread issues several 16-byte loads per chunk. Every element
+is read exactly once: traffic rows * cols * ELEM plus the row sums. The row
+length is a compile-time constant (exact alignment for 16-byte vector loads,
+constant trip count).
+"""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+MAX_TILE = 8192
+
+
+@triton.jit
+def _row_sum_kernel(x_ptr, y_ptr, N_COLS: tl.constexpr, TILE: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    lanes = tl.arange(0, TILE)
+    x_row = x_ptr + row * N_COLS
+    acc = tl.zeros([TILE], dtype=tl.float32)
+    for start in range(0, N_COLS, TILE):
+        cols = start + lanes
+        acc += tl.load(x_row + cols, mask=cols < N_COLS, other=0.0).to(tl.float32)
+    tl.store(y_ptr + row, tl.sum(acc, axis=0).to(y_ptr.dtype.element_ty))
+
+
+class ModelNew(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        n_cols = x.shape[-1]
+        rows = x.numel() // n_cols
+        y = torch.empty(x.shape[:-1], dtype=x.dtype, device=x.device)
+        tile = min(triton.next_power_of_2(n_cols), MAX_TILE)
+        num_warps = min(16, max(4, tile // 512))
+        _row_sum_kernel[(rows,)](x, y, N_COLS=n_cols, TILE=tile, num_warps=num_warps)
+        return y
