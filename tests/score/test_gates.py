@@ -38,6 +38,7 @@ def test_units_follow_precision():
     (300.0, 1.3, Verdict.AUTHORING_DEFECT),   # the 300x LayerNorm
     (1.6, 1.1, Verdict.STRUCTURAL_RESIDUAL),  # U=0.62 >= 0.5, E=0.69 < 0.8
     (4.0, 10.0, Verdict.BEATS_WEAK_BASELINE),  # E=2.5, U=0.25
+    (3.0, 2.8, Verdict.AUTHORING_DEFECT),     # near the library (E=0.93) but far from the roof (U=0.33)
 ])
 def test_verdict_table(tk, tl, verdict):
     s = _screen(t(tk), t(tl))
