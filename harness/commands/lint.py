@@ -26,8 +26,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
         n_def += sum(x.severity == "defect" for x in findings)
         n_fail += sum(x.severity == "fail" for x in findings)
         if findings:
-            print(format_findings(findings, path=str(f)) if "path" in format_findings.__code__.co_varnames
-                  else "\n".join(f"{f}:{x.line}: [{x.rule}] {x.message} -- {x.hint}" for x in findings))
+            print(format_findings(findings, path=str(f)))
         elif args.verbose:
             print(f"{f}: clean")
     print(f"\n{len(files)} file(s): {n_def} likely authoring defect(s), {n_fail} anti-cheat failure(s)")
