@@ -92,7 +92,8 @@ def _scan(cand: Candidate) -> tuple[ErrorInfo | None, Status | None, tuple[dict,
     except SyntaxError as exc:
         return (ErrorInfo("SyntaxError", f"{cand.path}:{exc.lineno}:{exc.offset}: {exc.msg}", (exc.text or "").rstrip()),
                 Status.COMPILE_ERROR, ())
-    diags = tuple(f.to_dict() for f in lint_source(source, filename=str(cand.path), dsl=cand.dsl))
+    dsl = cand.dsl if cand.dsl in ("triton", "tilelang", "torch") else None
+    diags = tuple(f.to_dict() for f in lint_source(source, filename=str(cand.path), dsl=dsl))
     cheats = scan_source(source, filename=str(cand.path))
     diags += tuple(f.to_dict() for f in cheats)
     fails = [f for f in cheats if f.severity == "fail"]

@@ -51,6 +51,22 @@ Rules (ids are stable; ``lint_source`` returns findings sorted by line):
     ``.item()``, ``.cpu()``, ``.tolist()``, ``.numpy()``, ``.to("cpu")``,
     ``torch.cuda.synchronize()``, ``*.synchronize()`` in the code ``forward``
     runs (reading back a CPU-built tensor does not count).
+``matmul-without-tensor-cores``
+    A matrix product computed with CUDA-core multiply-adds. *defect*: in a
+    Triton kernel with no ``tl.dot``, a loop with a runtime (or >= 16) trip
+    count accumulating the product of two ``tl.load`` s of different
+    pointer arguments where each operand has an index the other lacks
+    (``tl.sum(a[:, :, None] * b[None, :, :], axis=1)``, a rank-1 update
+    ``a[:, None] * b[None, :]``, a scalar weight times an input block with
+    the weight indexed by the program's output channel); in a TileLang
+    kernel with no ``T.gemm``, a serial/pipelined loop over such an extent
+    accumulating the product of two kernel-argument buffers indexed that way.
+    *warning*: the matrix-vector form (``tl.sum(x[None, :] * w, axis=1)``
+    with no index only ``x`` has), which is memory-bound. Depthwise
+    products (the weight's indices all appear in the input's), squares of
+    one tensor and products that are not accumulated across a loop do not
+    count. Where it fires, ``sequential-reduction`` is not repeated for the
+    same statement.
 ``non-coalesced-access`` (warning)
     A Triton load/store whose every ``tl.arange`` term is multiplied by a
     row stride (``t.stride(0)`` of a 2-D tensor at the launch, ``t.shape[-1]``,
@@ -106,6 +122,7 @@ RULES = (
     "tiny-tile",
     "host-sync-in-forward",
     "non-coalesced-access",
+    "matmul-without-tensor-cores",
 )
 
 HINTS = {
@@ -119,6 +136,8 @@ HINTS = {
     "with tl.sum for mean and variance)",
     "tiny-tile": "use tiles of >= 128 elements (>= 64x64 for tl.dot/T.gemm) and >= 128 threads per block",
     "host-sync-in-forward": "keep values on the device; compute shapes from .shape and drop .item()/.cpu()/synchronize from forward",
+    "matmul-without-tensor-cores": "use tl.dot on [BLOCK_M, BLOCK_K] x [BLOCK_K, BLOCK_N] tiles (TileLang: T.gemm) so the "
+    "reduction runs on tensor cores; for convolution, an implicit GEMM",
     "non-coalesced-access": "make the tl.arange axis that walks memory contiguously the fastest one (or transpose the tile "
     "so consecutive lanes read consecutive addresses)",
 }
@@ -283,6 +302,40 @@ def _dtype_text(node: ast.AST | None) -> str | None:
     return snippet(node, 40)
 
 
+def _free_indices(mine: set[str], other: set[str], *, parents, direct, ancestors, reduction: set[str]) -> set[str]:
+    """Indices of one operand of a product that the other operand does not follow.
+
+    ``mine`` / ``other``: the index names each operand's address is built
+    from. An index is *followed* by the other operand when the other uses it,
+    when it is a reduction-loop variable the other's indices are built from
+    (``ih = oh + r`` follows the tap ``r``), or when it is computed only from
+    followed indices (``c = plane % C`` follows ``plane``). Sources (program
+    ids, ``tl.arange``, kernel-grid bindings, loaded values, loop variables)
+    are followed only when used. An operand with a free index is reused
+    along it by the other: both operands having one makes a matrix product.
+    """
+    other_anc: set[str] = set()
+    for b in other:
+        other_anc |= ancestors(b)
+    memo: dict[str, bool] = {}
+
+    def followed(a: str, stack: frozenset) -> bool:
+        if a in memo:
+            return memo[a]
+        if a in other:
+            r = True
+        elif a in reduction and a in other_anc:
+            r = True
+        elif a in stack or direct(a):
+            r = False
+        else:  # a value with no index parents is uniform across programs
+            r = all(followed(p, stack | {a}) for p in parents(a))
+        memo[a] = r
+        return r
+
+    return {a for a in mine if not followed(a, frozenset())}
+
+
 # --------------------------------------------------------------------------
 # Triton
 # --------------------------------------------------------------------------
@@ -317,6 +370,8 @@ class _TritonKernel:
         self._config_cache: tuple[dict[str, set[int] | None], bool] | None = None
         self._overrides: dict[str, set[int] | None] | None = None
         self._assigns: dict[str, list[ast.AST]] | None = None
+        self._values_map: dict[str, list[ast.AST]] | None = None
+        self._ptr_params: set[str] | None = None
 
     # -- dataflow ----------------------------------------------------------------
 
@@ -522,7 +577,11 @@ class _TritonKernel:
         out += self._casts()
         out += self._block_size()
         out += self._coalescing()
-        return out
+        mm = self._matmul_on_cuda_cores()
+        if mm:  # the tensor-core fix subsumes the reduction fix: one finding per statement
+            lines = {f.line for f in mm}
+            out = [f for f in out if not (f.rule == "sequential-reduction" and f.line in lines)]
+        return out + mm
 
     def _sequential_reduction(self) -> list[Finding]:
         for loop in _loops_in(self.fn):
@@ -565,6 +624,276 @@ class _TritonKernel:
                     f"tl.load, one element per iteration",
                 )]
         return []
+
+    # -- matrix products on CUDA cores ------------------------------------------------
+
+    def _values(self, name: str) -> list[ast.AST]:
+        """Every value assigned to ``name`` in the kernel (plain, augmented and annotated assignments)."""
+        if self._values_map is None:
+            m: dict[str, list[ast.AST]] = {}
+            for n in self.nodes:
+                if isinstance(n, ast.Assign):
+                    for t in n.targets:
+                        for name_ in target_names(t):
+                            m.setdefault(name_, []).append(n.value)
+                elif isinstance(n, (ast.AugAssign, ast.AnnAssign)) and n.value is not None:
+                    for name_ in target_names(n.target):
+                        m.setdefault(name_, []).append(n.value)
+            self._values_map = m
+        return self._values_map.get(name, [])
+
+    def _base(self, e: ast.AST | None, depth: int = 0) -> str | None:
+        """The kernel parameter an address expression starts from (its leftmost additive term)."""
+        if e is None or depth > 8:
+            return None
+        if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)):
+            left = self._base(e.left, depth + 1)
+            if left is not None or isinstance(e.op, ast.Sub):
+                return left
+            return self._base(e.right, depth + 1)
+        if isinstance(e, ast.Subscript):
+            return self._base(e.value, depth + 1)
+        if isinstance(e, ast.Call):
+            if self.tl(e, "make_block_ptr", "make_tensor_descriptor"):
+                return self._base(call_arg(e, 0, "base"), depth + 1)
+            if self.tl(e, "advance", "multiple_of", "max_contiguous", "max_constancy"):
+                return self._base(call_arg(e, 0, "input"), depth + 1)
+            cast = self._is_cast(e)
+            return self._base(cast[0], depth + 1) if cast is not None else None
+        if isinstance(e, ast.Name):
+            if e.id in self.params:
+                return e.id if e.id not in self.constexpr else None
+            for v in self._values(e.id):
+                b = self._base(v, depth + 1)
+                if b is not None:
+                    return b
+        return None
+
+    @property
+    def ptr_params(self) -> set[str]:
+        """Parameters that loads and stores address from (``x_ptr`` in ``tl.load(x_ptr + offs)``)."""
+        if self._ptr_params is None:
+            out = {p for p in self.params if "ptr" in p.lower() and p not in self.constexpr}
+            for c in self.calls("load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_xchg",
+                                "atomic_cas", "make_block_ptr", "make_tensor_descriptor"):
+                b = self._base(call_arg(c, 0, "base" if self.tl(c, "make_block_ptr", "make_tensor_descriptor")
+                                        else "pointer"))
+                if b is not None:
+                    out.add(b)
+            self._ptr_params = out
+        return self._ptr_params
+
+    def _pointerish(self, name: str) -> bool:
+        return self._base(ast.Name(id=name, ctx=ast.Load())) in self.ptr_params
+
+    def _ptr_atoms(self, ptr: ast.AST, loop_vars: set[str]) -> set[str]:
+        """Index names an address is built from, following pointer variables (``x_img = x_ptr + n * CHW``)."""
+        out: set[str] = set()
+        seen: set[str] = set()
+        stack: list[ast.AST] = [ptr]
+        while stack:
+            node = stack.pop()
+            for n in ast.walk(node):
+                if not isinstance(n, ast.Name) or n.id in seen:
+                    continue
+                seen.add(n.id)
+                if n.id in self.params:
+                    if n.id in self.vec:  # a device helper's block argument: an index source
+                        out.add(n.id)
+                    continue
+                if n.id in loop_vars:
+                    out.add(n.id)
+                    continue
+                vals = self._values(n.id)
+                if not vals:
+                    continue  # a global or a module alias: not an index
+                if self._pointerish(n.id):
+                    stack.extend(vals)
+                else:
+                    out.add(n.id)
+        return out
+
+    def _closure(self, e: ast.AST) -> set[str]:
+        """Names ``e`` uses, directly or through the kernel's assignments."""
+        out: set[str] = set()
+        stack = [e]
+        while stack:
+            for n in ast.walk(stack.pop()):
+                if isinstance(n, ast.Name) and n.id not in out:
+                    out.add(n.id)
+                    stack.extend(self._values(n.id))
+        return out
+
+    def _operand_loads(self, e: ast.AST) -> list[ast.Call]:
+        """The ``tl.load`` s a factor's value comes from (through names and arithmetic, not reductions)."""
+        out: list[ast.Call] = []
+        seen: set[str] = set()
+        stack: list[ast.AST] = [e]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, ast.Call) and self.tl(n, "load"):
+                out.append(n)
+                continue
+            if isinstance(n, ast.Call) and self.tl(n, *_TL_REDUCTIONS):
+                continue
+            if isinstance(n, ast.Name):
+                if n.id not in seen and n.id not in self.params:
+                    seen.add(n.id)
+                    stack.extend(self._values(n.id))
+                continue
+            stack.extend(c for c in ast.iter_child_nodes(n) if isinstance(c, ast.expr))
+        return out
+
+    def _mac(self, stmt: ast.stmt) -> tuple[ast.AST, ast.AST] | None:
+        """``(target, added term)`` of ``t += e``, ``t = t + e`` or ``t = tl.fma(a, b, t)``."""
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.Call):
+            v = stmt.value
+            if self.tl(v, "fma") and len(v.args) == 3 and snippet(v.args[2]) == snippet(stmt.targets[0]):
+                return stmt.targets[0], ast.BinOp(left=v.args[0], op=ast.Mult(), right=v.args[1])
+        if isinstance(stmt, ast.AugAssign) and not isinstance(stmt.op, ast.Add):
+            return None
+        if isinstance(stmt, ast.Assign) and not (isinstance(stmt.value, ast.BinOp) and isinstance(stmt.value.op, ast.Add)):
+            return None
+        return _accumulation(stmt)
+
+    def _matmul_on_cuda_cores(self) -> list[Finding]:
+        if self.calls("dot", "dot_scaled"):
+            return []
+        loop_vars = {name for n in self.nodes if isinstance(n, ast.For) for name in target_names(n.target)}
+
+        def direct(a: str) -> bool:
+            if a in loop_vars or a in self.vec:
+                return True
+            return any(
+                isinstance(m, ast.Call) and self.tl(m, "program_id", "arange", "load")
+                for v in self._values(a) for m in ast.walk(v)
+            )
+
+        def parents(a: str) -> set[str]:
+            return {
+                n for v in self._values(a) for n in names_in(v)
+                if n != a and n not in self.params and (n in loop_vars or self._values(n))
+            }
+
+        for loop in _loops_in(self.fn):
+            trip = _range_trip(self.idx, loop, self.resolve)
+            if trip is not None and trip < 16:
+                continue
+            varying = assigned_in(loop)
+            reduction = {name for n in [loop, *walk_scope(loop)] if isinstance(n, ast.For) for name in target_names(n.target)}
+            stmts = sorted(
+                (n for n in walk_scope(loop) if isinstance(n, (ast.Assign, ast.AugAssign))), key=lambda n: n.lineno
+            )
+            reset = {
+                name for n in stmts if isinstance(n, ast.Assign) and self._mac(n) is None
+                for t in n.targets for name in target_names(t)
+            }
+            for stmt in stmts:
+                mac = self._mac(stmt)
+                if mac is None or not isinstance(mac[0], ast.Name) or mac[0].id in reset:
+                    continue
+                target, contrib = mac
+                f = self._product_finding(loop, stmt, target, contrib, varying, reduction, direct, parents, loop_vars)
+                if f is not None:
+                    return [f]
+        return []
+
+    def _product_finding(self, loop, stmt, target, contrib, varying, reduction, direct, parents, loop_vars):
+        summed = False
+        e = contrib
+        for _ in range(6):
+            if isinstance(e, ast.Call) and self.tl(e, "sum"):
+                summed = True
+                e = call_arg(e, 0, "input")
+                continue
+            cast = self._is_cast(e)
+            if cast is not None:
+                e = cast[0]
+                continue
+            if isinstance(e, ast.Name) and len(self._values(e.id)) == 1:
+                v = self._values(e.id)[0]
+                if (isinstance(v, ast.BinOp) and isinstance(v.op, ast.Mult)) or (
+                    isinstance(v, ast.Call) and (self.tl(v, "sum") or self._is_cast(v) is not None)
+                ):
+                    e = v
+                    continue
+            break
+        if e is None:
+            return None
+        factors: list[ast.AST] = []
+
+        def flatten(x: ast.AST) -> None:
+            if isinstance(x, ast.BinOp) and isinstance(x.op, ast.Mult):
+                flatten(x.left)
+                flatten(x.right)
+            else:
+                factors.append(x)
+
+        flatten(e)
+        if len(factors) < 2:
+            return None
+        ops = []
+        for fac in factors:
+            loads = self._operand_loads(fac)
+            ptrs = [call_arg(ld, 0, "pointer") for ld in loads]
+            ptrs = [p for p in ptrs if p is not None]
+            bases = {self._base(p) for p in ptrs} - {None}
+            if not bases or not any(self._closure(p) & varying for p in ptrs):
+                continue
+            atoms = set().union(*(self._ptr_atoms(p, loop_vars) for p in ptrs))
+            scalar = all(self.is_scalar_load(ld) for ld in loads)
+            bcast = any(
+                isinstance(m, ast.Subscript) and any(
+                    isinstance(x, ast.Constant) and x.value is None
+                    for x in (m.slice.elts if isinstance(m.slice, ast.Tuple) else [m.slice])
+                )
+                for m in ast.walk(fac)
+            )
+            ops.append((fac, bases, atoms, scalar, bcast))
+        var = snippet(loop.target) if isinstance(loop, ast.For) else "while"
+        for i in range(len(ops)):
+            for j in range(i + 1, len(ops)):
+                (fa, ba, aa, sa, xa), (fb, bb, ab, sb, xb) = ops[i], ops[j]
+                if ba & bb:
+                    continue
+                free_a = _free_indices(aa, ab, parents=parents, direct=direct, ancestors=self._ancestors,
+                                       reduction=reduction)
+                free_b = _free_indices(ab, aa, parents=parents, direct=direct, ancestors=self._ancestors,
+                                       reduction=reduction)
+                na, nb = "/".join(sorted(ba)), "/".join(sorted(bb))
+                if free_a and free_b:
+                    note = ""
+                    if sa != sb:
+                        sfree, bname = (free_a, nb) if sa else (free_b, na)
+                        note = (f"; each program re-loads the `{bname}` block for a single "
+                                f"`{', '.join(sorted(sfree))}` (no reuse across them)")
+                    kind = "scalar x block" if sa != sb else ("scalar" if sa else "block")
+                    return _finding(
+                        "matmul-without-tensor-cores", "defect", stmt.lineno,
+                        f"`{self.name}`: loop over `{var}` accumulates `{snippet(contrib, 50)}` into "
+                        f"`{snippet(target)}` without tl.dot: a matrix product ({kind} multiply-adds; `{na}` indexed "
+                        f"by `{', '.join(sorted(free_a))}`, `{nb}` by `{', '.join(sorted(free_b))}`) on CUDA cores"
+                        + note,
+                    )
+                if summed and (xa or xb) and (free_a or free_b):
+                    vec = nb if free_a else na
+                    return _finding(
+                        "matmul-without-tensor-cores", "warning", stmt.lineno,
+                        f"`{self.name}`: loop over `{var}` accumulates the broadcast product `{snippet(contrib, 50)}` "
+                        f"with tl.sum: a matrix-vector product on CUDA cores (`{vec}` has no index of its own); "
+                        "memory-bound if it is a single vector, a matrix product if several vectors share the matrix",
+                    )
+        return None
+
+    def _ancestors(self, name: str) -> set[str]:
+        out: set[str] = set()
+        stack = list(self._values(name))
+        while stack:
+            for n in ast.walk(stack.pop()):
+                if isinstance(n, ast.Name) and n.id not in out:
+                    out.add(n.id)
+                    stack.extend(self._values(n.id))
+        return out
 
     def _fp64(self) -> list[Finding]:
         for n in self.nodes:
@@ -883,6 +1212,7 @@ _TL_CROSS = {
     "warp_reduce_min", "finalize_reducer", "tvm_thread_allreduce", "gemm", "gemm_sp", "wgmma_gemm", "tcgen05_gemm",
     "alloc_reducer",
 }
+_TL_GEMMS = {"gemm", "gemm_sp", "wgmma_gemm", "tcgen05_gemm", "gemm_v2", "gemm_py"}
 _TL_THREAD = {"get_thread_binding", "get_thread_bindings", "thread_binding", "launch_thread", "get_warp_idx"}
 _TL_WRITES_ARG = {"copy": 1, "gemm": 2, "fill": 0, "clear": 0, "reduce_sum": 1, "reduce_max": 1, "reduce_min": 1,
                   "reduce_abssum": 1, "reduce_absmax": 1, "cumsum": 0, "atomic_add": 0}
@@ -987,9 +1317,14 @@ class _TileLang:
         if tmax is not None and tmax < 32:
             out.append(_finding("tiny-tile", "defect", line, f"kernel `{k.name}`: threads={tmax}, under one warp per block"))
 
+        mm = None
+        if not any(s in _TL_GEMMS for s in short):
+            mm = self._matmul(k, loops)
+            if mm is not None:
+                out.append(mm)
         if not has_cross:
             f = self._serial_accumulation(k, loops)
-            if f is not None:
+            if f is not None and not (mm is not None and mm.line == f.line):
                 out.append(f)
 
         if not loops and not has_tile and not has_thread:
@@ -1097,6 +1432,160 @@ class _TileLang:
                     f"kernel `{k.name}`: serial loop over `{snippet(lp.target)}` accumulates `{snippet(target)}` "
                     f"one element per iteration (`{snippet(reads[0])}`; {who}), no T.reduce_*/parallel reduction",
                 )
+        return None
+
+    def _matmul(self, k: _TLKernel, loops: list[ast.AST]) -> Finding | None:
+        """A serial/pipelined loop accumulating ``A[.., i, kk] * B[kk, j, ..]`` of two kernel arguments.
+
+        Both operands must be kernel-argument buffers read directly (or
+        through plain names), vary with the loop, and each have an index the
+        other lacks (the shape of a matrix product: ``A`` reused along ``j``,
+        ``B`` along ``i``). Products of register tiles staged through shared
+        memory (a hand-tiled fp32 SGEMM) are not judged.
+        """
+        prim = k.scope[0] if k.scope else None
+        globals_ = {a.arg for a in func_params(prim)} if prim is not None else set()
+        body = [m for st in k.with_node.body for m in [st, *walk_scope(st)]]
+        bindings: set[str] = set()
+        for item in k.with_node.items:
+            if item.context_expr is k.call and item.optional_vars is not None:
+                bindings |= target_names(item.optional_vars)
+        loop_vars = {name for m in body if isinstance(m, ast.For) for name in target_names(m.target)}
+        values: dict[str, list[ast.AST]] = {}
+        for m in body:
+            if isinstance(m, ast.Assign):
+                for t in m.targets:
+                    if isinstance(t, ast.Name):
+                        values.setdefault(t.id, []).append(m.value)
+        index_like = bindings | loop_vars | set(values)
+
+        def direct(a: str) -> bool:
+            if a in bindings or a in loop_vars:
+                return True
+            return any(
+                (isinstance(x, ast.Call) and self.tq(x) in _TL_THREAD | {"get_block_binding"})
+                or (isinstance(x, ast.Subscript) and isinstance(x.value, ast.Name))
+                for v in values.get(a, []) for x in ast.walk(v)
+            )
+
+        def parents(a: str) -> set[str]:
+            return {n for v in values.get(a, []) for n in names_in(v) if n != a and n in index_like}
+
+        def ancestors(a: str) -> set[str]:
+            out: set[str] = set()
+            stack = list(values.get(a, []))
+            while stack:
+                for n in ast.walk(stack.pop()):
+                    if isinstance(n, ast.Name) and n.id not in out:
+                        out.add(n.id)
+                        stack.extend(values.get(n.id, []))
+            return out
+
+        def reads(e: ast.AST) -> list[ast.Subscript]:
+            out: list[ast.Subscript] = []
+            seen: set[str] = set()
+            stack = [e]
+            while stack:
+                n = stack.pop()
+                if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name):
+                    if n.value.id in globals_:
+                        out.append(n)
+                    continue  # a local/shared buffer: not followed
+                if isinstance(n, ast.Name):
+                    if n.id not in seen and n.id in values:
+                        seen.add(n.id)
+                        stack.extend(values[n.id])
+                    continue
+                stack.extend(c for c in ast.iter_child_nodes(n) if isinstance(c, ast.expr))
+            return out
+
+        def unwrap(e: ast.AST) -> ast.AST:
+            for _ in range(4):
+                if isinstance(e, ast.Call) and self.tq(e) in ("cast", "Cast"):
+                    e = call_arg(e, 1, "value") if self.tq(e) == "Cast" else call_arg(e, 0, "value")
+                elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr == "astype":
+                    e = e.func.value
+                else:
+                    break
+            return e
+
+        for lp in loops:
+            if not isinstance(lp, ast.For) or self.loop_kind(lp) not in ("serial", "pipelined"):
+                continue
+            trip = _range_trip(self.idx, lp, lambda e: self.resolve(k, e))
+            if trip is not None and trip < 16:
+                continue
+            inner = [lp, *walk_scope(lp)]
+            varying = assigned_in(lp)
+            reduction = {
+                name for m in inner
+                if isinstance(m, ast.For) and self.loop_kind(m) in ("serial", "pipelined")
+                for name in target_names(m.target)
+            }
+            reset: set[str] = set()
+            for m in inner:
+                if isinstance(m, ast.Assign) and _accumulation(m) is None:
+                    for t in m.targets:
+                        base = t.value if isinstance(t, ast.Subscript) else t
+                        if isinstance(base, ast.Name):
+                            reset.add(base.id)
+                elif isinstance(m, ast.Call) and self.tq(m) in ("clear", "fill"):
+                    a = call_arg(m, 0, "buffer")
+                    if isinstance(a, ast.Name):
+                        reset.add(a.id)
+            stmts = sorted((m for m in inner if isinstance(m, (ast.Assign, ast.AugAssign))), key=lambda m: m.lineno)
+            for stmt in stmts:
+                if isinstance(stmt, ast.AugAssign) and not isinstance(stmt.op, ast.Add):
+                    continue
+                if isinstance(stmt, ast.Assign) and not (
+                    isinstance(stmt.value, ast.BinOp) and isinstance(stmt.value.op, ast.Add)
+                ):
+                    continue
+                acc = _accumulation(stmt)
+                if acc is None:
+                    continue
+                target, contrib = acc
+                tbase = target.value if isinstance(target, ast.Subscript) else target
+                if not isinstance(tbase, ast.Name) or tbase.id in reset:
+                    continue
+                factors: list[ast.AST] = []
+
+                def flatten(x: ast.AST) -> None:
+                    x = unwrap(x)
+                    if isinstance(x, ast.BinOp) and isinstance(x.op, ast.Mult):
+                        flatten(x.left)
+                        flatten(x.right)
+                    else:
+                        factors.append(x)
+
+                flatten(contrib)
+                ops = []
+                for fac in factors:
+                    rs = reads(fac)
+                    if not rs:
+                        continue
+                    idx_names = set().union(*(names_in(r.slice) for r in rs))
+                    closure = idx_names | set().union(*(ancestors(n) for n in idx_names))
+                    if not closure & varying:
+                        continue
+                    ops.append(({r.value.id for r in rs}, idx_names & index_like))
+                for i in range(len(ops)):
+                    for j in range(i + 1, len(ops)):
+                        (ba, aa), (bb, ab) = ops[i], ops[j]
+                        if ba & bb:
+                            continue
+                        kw = dict(parents=parents, direct=direct, ancestors=ancestors, reduction=reduction)
+                        free_a = _free_indices(aa, ab, **kw)
+                        free_b = _free_indices(ab, aa, **kw)
+                        if free_a and free_b:
+                            na, nb = "/".join(sorted(ba)), "/".join(sorted(bb))
+                            return _finding(
+                                "matmul-without-tensor-cores", "defect", stmt.lineno,
+                                f"kernel `{k.name}`: loop over `{snippet(lp.target)}` accumulates "
+                                f"`{snippet(contrib, 50)}` into `{snippet(target)}` without T.gemm: a matrix product "
+                                f"(`{na}` indexed by `{', '.join(sorted(free_a))}`, `{nb}` by "
+                                f"`{', '.join(sorted(free_b))}`) as scalar multiply-adds on CUDA cores",
+                            )
         return None
 
     @staticmethod

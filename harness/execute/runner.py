@@ -380,7 +380,8 @@ class Session:
             except (KeyError, OSError):
                 pass
             if failed is not None:
-                chan.send({"cmd": "stop"})
+                if "error" not in msg:  # after a clean forward the worker waits for our word
+                    chan.send({"cmd": "stop"})
                 corr = CorrectnessStats(r + 1, rounds_passed, max_abs, max_excess, w.atol, w.rtol, r, failed[1])
                 self._record(w, failed[0], error=failed[2] or {"type": failed[0].value, "message": failed[1]}, correctness=corr)
                 self._recv(chan, o.round_timeout_s, "finishing the workload")
