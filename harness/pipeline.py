@@ -150,6 +150,9 @@ def evaluate(req: EvalRequest) -> list[JobResult]:
                 continue
             tasks.append((cand, prob, wls, diags))
 
+    # Problem order: the checker caches a problem's reference outputs, so the
+    # candidates of one problem should follow each other.
+    tasks.sort(key=lambda t: (t[1].category, t[1].id, t[0].rel_path))
     thresholds = req.thresholds or Thresholds()
 
     def make_screen(prob: Problem):

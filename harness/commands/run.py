@@ -75,7 +75,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         compile_timeout_s=args.compile_timeout, round_timeout_s=args.round_timeout, timing_timeout_s=args.timing_timeout,
         timing=TimingConfig.for_device(device, quick=args.quick), time_kernels=not args.no_timing, jobs=args.jobs,
         keep_scratch=args.keep_scratch, scratch_root=Path(args.scratch) if args.scratch else None,
-        precompile=not args.no_precompile,
+        precompile=not args.no_precompile, sandbox=not args.no_sandbox,
     )
     snap = envmod.snapshot(device, gpus[0])
     ceilings = None
@@ -144,6 +144,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "a tmpfs such as /dev/shm/kg speeds up GPU-sized output hand-off")
     p.add_argument("--no-precompile", action="store_true", help="GPU: compile inside the exclusive device phase "
                    "(slower, but no other candidate's GPU work can overlap a timing window)")
+    p.add_argument("--no-sandbox", action="store_true", help="do not apply the Landlock sandbox in the workers "
+                   "(recorded in each result's env.sandbox)")
     p.add_argument("--keep-scratch", action="store_true", help="keep each candidate's scratch folder (debugging)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--yes-execute", "--allow-untrusted", dest="yes_execute", action="store_true",

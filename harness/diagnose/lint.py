@@ -302,27 +302,34 @@ def _dtype_text(node: ast.AST | None) -> str | None:
     return snippet(node, 40)
 
 
-def _free_indices(mine: set[str], other: set[str], *, parents, direct, ancestors, reduction: set[str]) -> set[str]:
+def _free_indices(
+    mine: set[str], other: set[str], *, parents, direct, ancestors, loaded, reduction: set[str]
+) -> set[str]:
     """Indices of one operand of a product that the other operand does not follow.
 
     ``mine`` / ``other``: the index names each operand's address is built
     from. An index is *followed* by the other operand when the other uses it,
     when it is a reduction-loop variable the other's indices are built from
-    (``ih = oh + r`` follows the tap ``r``), or when it is computed only from
-    followed indices (``c = plane % C`` follows ``plane``). Sources (program
+    (``ih = oh + r`` follows the tap ``r``), when the other gathers through a
+    loaded index built from it (``emb[idx[b, i]]`` follows ``b``), or when
+    it is computed only from followed indices (``c = plane % C`` follows
+    ``plane``). Sources (program
     ids, ``tl.arange``, kernel-grid bindings, loaded values, loop variables)
     are followed only when used. An operand with a free index is reused
     along it by the other: both operands having one makes a matrix product.
     """
     other_anc: set[str] = set()
+    gather_anc: set[str] = set()
     for b in other:
         other_anc |= ancestors(b)
+        if loaded(b):
+            gather_anc |= ancestors(b)
     memo: dict[str, bool] = {}
 
     def followed(a: str, stack: frozenset) -> bool:
         if a in memo:
             return memo[a]
-        if a in other:
+        if a in other or a in gather_anc:
             r = True
         elif a in reduction and a in other_anc:
             r = True
@@ -371,6 +378,7 @@ class _TritonKernel:
         self._overrides: dict[str, set[int] | None] | None = None
         self._assigns: dict[str, list[ast.AST]] | None = None
         self._values_map: dict[str, list[ast.AST]] | None = None
+        self._plain_values: dict[str, list[ast.AST]] = {}
         self._ptr_params: set[str] | None = None
 
     # -- dataflow ----------------------------------------------------------------
@@ -631,16 +639,26 @@ class _TritonKernel:
         """Every value assigned to ``name`` in the kernel (plain, augmented and annotated assignments)."""
         if self._values_map is None:
             m: dict[str, list[ast.AST]] = {}
-            for n in self.nodes:
-                if isinstance(n, ast.Assign):
-                    for t in n.targets:
-                        for name_ in target_names(t):
-                            m.setdefault(name_, []).append(n.value)
-                elif isinstance(n, (ast.AugAssign, ast.AnnAssign)) and n.value is not None:
-                    for name_ in target_names(n.target):
+            plain: dict[str, list[ast.AST]] = {}
+            stmts = sorted(
+                (n for n in self.nodes if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))),
+                key=lambda n: (n.lineno, n.col_offset),
+            )
+            for n in stmts:
+                if n.value is None:
+                    continue
+                for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
+                    for name_ in target_names(t):
                         m.setdefault(name_, []).append(n.value)
+                        if not isinstance(n, ast.AugAssign):  # ``p += step`` keeps p's base
+                            plain.setdefault(name_, []).append(n.value)
             self._values_map = m
+            self._plain_values = plain
         return self._values_map.get(name, [])
+
+    def _plain(self, name: str) -> list[ast.AST]:
+        self._values(name)
+        return self._plain_values.get(name, [])
 
     def _base(self, e: ast.AST | None, depth: int = 0) -> str | None:
         """The kernel parameter an address expression starts from (its leftmost additive term)."""
@@ -663,7 +681,7 @@ class _TritonKernel:
         if isinstance(e, ast.Name):
             if e.id in self.params:
                 return e.id if e.id not in self.constexpr else None
-            for v in self._values(e.id):
+            for v in self._plain(e.id):
                 b = self._base(v, depth + 1)
                 if b is not None:
                     return b
@@ -775,6 +793,9 @@ class _TritonKernel:
                 if n != a and n not in self.params and (n in loop_vars or self._values(n))
             }
 
+        def loaded(a: str) -> bool:
+            return any(isinstance(m, ast.Call) and self.tl(m, "load") for v in self._values(a) for m in ast.walk(v))
+
         for loop in _loops_in(self.fn):
             trip = _range_trip(self.idx, loop, self.resolve)
             if trip is not None and trip < 16:
@@ -793,12 +814,13 @@ class _TritonKernel:
                 if mac is None or not isinstance(mac[0], ast.Name) or mac[0].id in reset:
                     continue
                 target, contrib = mac
-                f = self._product_finding(loop, stmt, target, contrib, varying, reduction, direct, parents, loop_vars)
+                f = self._product_finding(loop, stmt, target, contrib, varying, reduction, loop_vars,
+                                          dict(parents=parents, direct=direct, loaded=loaded, ancestors=self._ancestors))
                 if f is not None:
                     return [f]
         return []
 
-    def _product_finding(self, loop, stmt, target, contrib, varying, reduction, direct, parents, loop_vars):
+    def _product_finding(self, loop, stmt, target, contrib, varying, reduction, loop_vars, kw) -> Finding | None:
         summed = False
         e = contrib
         for _ in range(6):
@@ -856,17 +878,15 @@ class _TritonKernel:
                 (fa, ba, aa, sa, xa), (fb, bb, ab, sb, xb) = ops[i], ops[j]
                 if ba & bb:
                     continue
-                free_a = _free_indices(aa, ab, parents=parents, direct=direct, ancestors=self._ancestors,
-                                       reduction=reduction)
-                free_b = _free_indices(ab, aa, parents=parents, direct=direct, ancestors=self._ancestors,
-                                       reduction=reduction)
+                free_a = _free_indices(aa, ab, reduction=reduction, **kw)
+                free_b = _free_indices(ab, aa, reduction=reduction, **kw)
                 na, nb = "/".join(sorted(ba)), "/".join(sorted(bb))
                 if free_a and free_b:
                     note = ""
                     if sa != sb:
                         sfree, bname = (free_a, nb) if sa else (free_b, na)
-                        note = (f"; each program re-loads the `{bname}` block for a single "
-                                f"`{', '.join(sorted(sfree))}` (no reuse across them)")
+                        note = (f"; every `{', '.join(sorted(sfree))}` re-reads the same `{bname}` block "
+                                "(one per program, no reuse)")
                     kind = "scalar x block" if sa != sb else ("scalar" if sa else "block")
                     return _finding(
                         "matmul-without-tensor-cores", "defect", stmt.lineno,
@@ -1458,6 +1478,13 @@ class _TileLang:
                     if isinstance(t, ast.Name):
                         values.setdefault(t.id, []).append(m.value)
         index_like = bindings | loop_vars | set(values)
+        shared: dict[str, ast.AST | None] = {}  # shared-memory tile -> its dtype expression
+        for m in body:
+            if (
+                isinstance(m, ast.Assign) and len(m.targets) == 1 and isinstance(m.targets[0], ast.Name)
+                and self.tq(m.value) in ("alloc_shared", "alloc_smem")
+            ):
+                shared[m.targets[0].id] = call_arg(m.value, 1, "dtype")
 
         def direct(a: str) -> bool:
             if a in bindings or a in loop_vars:
@@ -1470,6 +1497,9 @@ class _TileLang:
 
         def parents(a: str) -> set[str]:
             return {n for v in values.get(a, []) for n in names_in(v) if n != a and n in index_like}
+
+        def loaded(a: str) -> bool:
+            return any(isinstance(x, ast.Subscript) for v in values.get(a, []) for x in ast.walk(v))
 
         def ancestors(a: str) -> set[str]:
             out: set[str] = set()
@@ -1488,9 +1518,9 @@ class _TileLang:
             while stack:
                 n = stack.pop()
                 if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name):
-                    if n.value.id in globals_:
+                    if n.value.id in globals_ or n.value.id in shared:
                         out.append(n)
-                    continue  # a local/shared buffer: not followed
+                    continue  # a register buffer (a hand-tiled kernel's operand): not followed
                 if isinstance(n, ast.Name):
                     if n.id not in seen and n.id in values:
                         seen.add(n.id)
@@ -1574,10 +1604,14 @@ class _TileLang:
                         (ba, aa), (bb, ab) = ops[i], ops[j]
                         if ba & bb:
                             continue
-                        kw = dict(parents=parents, direct=direct, ancestors=ancestors, reduction=reduction)
+                        kw = dict(parents=parents, direct=direct, ancestors=ancestors, loaded=loaded,
+                                  reduction=reduction)
                         free_a = _free_indices(aa, ab, **kw)
                         free_b = _free_indices(ab, aa, **kw)
-                        if free_a and free_b:
+                        if free_a and free_b and not all(
+                            b in shared and self._dtype_str(k, shared[b]) in ("float32", "float")
+                            for b in ba | bb
+                        ):  # fp32 shared tiles: T.gemm would be TF32, CUDA-core FMA can be the exact choice
                             na, nb = "/".join(sorted(ba)), "/".join(sorted(bb))
                             return _finding(
                                 "matmul-without-tensor-cores", "defect", stmt.lineno,
@@ -1586,6 +1620,26 @@ class _TileLang:
                                 f"(`{na}` indexed by `{', '.join(sorted(free_a))}`, `{nb}` by "
                                 f"`{', '.join(sorted(free_b))}`) as scalar multiply-adds on CUDA cores",
                             )
+        return None
+
+    def _dtype_str(self, k: _TLKernel, e: ast.AST | None) -> str | None:
+        """A dtype argument spelled as a string, directly or through one assignment / default in scope."""
+        if e is None:
+            return None
+        if isinstance(e, ast.Attribute):
+            return e.attr
+        if str_const(e) is not None:
+            return str_const(e)
+        if isinstance(e, ast.Name):
+            for fn in k.scope:
+                vals = [
+                    m.value for m in walk_scope(fn)
+                    if isinstance(m, ast.Assign) and any(isinstance(t, ast.Name) and t.id == e.id for t in m.targets)
+                ]
+                if len(vals) == 1:
+                    return str_const(vals[0]) or (vals[0].attr if isinstance(vals[0], ast.Attribute) else None)
+                if e.id in param_defaults(fn):
+                    return str_const(param_defaults(fn)[e.id])
         return None
 
     @staticmethod

@@ -14,6 +14,7 @@ at a time (a lock per device, taken when the worker asks for the device).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import secrets
@@ -58,6 +59,8 @@ class RunOptions:
     keep_scratch: bool = False
     scratch_root: Path | None = None
     precompile: bool = True
+    sandbox: bool = True
+    """Apply the Landlock sandbox (harness.execute.sandbox) in each worker."""
     """GPU: run one untimed forward before taking the device lock (overlaps compiles)."""
 
 
@@ -293,7 +296,7 @@ class Session:
             "key": key.hex(), "candidate_path": str(cand_file), "problem_path": str(self.p.path), "device": self.o.device,
             "handoff_dir": str(scratch / "handoff"), "library_aten": list(self.p.library_aten),
             "input_transform": self.p.input_transform, "in_place": self.p.in_place, "timing": self.o.timing.to_dict(),
-            "precompile": self.o.precompile, "dsl": self.c.dsl,
+            "precompile": self.o.precompile, "dsl": self.c.dsl, "sandbox": self.o.sandbox,
             "workloads": [{
                 "name": w.name, "params": w.params, "dtype": w.dtype, "allow_tf32": w.allow_tf32,
                 "model_seed": round_seed(self.o.base_seed, w.name, -1),
@@ -324,6 +327,7 @@ class Session:
         msg = self._recv(chan, o.compile_timeout_s, "starting the worker")
         if msg.get("event") != "ready":
             raise _Died(f"unexpected first message {msg}")
+        self.env = dataclasses.replace(self.env, sandbox=str(msg.get("sandbox", "none"))[:200])
         msg = self._recv(chan, o.compile_timeout_s, "importing the candidate")
         if msg.get("event") == "fatal":
             self._fail_rest(Status(msg["status"]), msg["error"])

@@ -98,7 +98,7 @@ def run(spec: dict, chan: Any) -> None:
         guards.install_tilelang_hooks(execute=device.startswith("cuda"))
     tcfg = TimingConfig(**spec["timing"])
     timer = DeviceTimer(device, tcfg.flush_bytes)
-    chan.send({"event": "ready"})
+    chan.send({"event": "ready", "sandbox": spec.get("sandbox_description", "none")})
 
     try:
         cand = _import_candidate(Path(spec["candidate_path"]))
@@ -247,6 +247,14 @@ def main(argv: list[str] | None = None) -> int:
     chan = Endpoint(-1, args.out_fd, bytes.fromhex(spec.pop("key")))
     chan._r = reader  # same descriptor for the parent's commands
     _set_rlimits(spec)
+    sandbox = "none: disabled (--no-sandbox)"
+    if spec.get("sandbox", True):
+        # Before torch is imported: threads started later inherit the ruleset.
+        from harness.execute.sandbox import apply, default_policy
+
+        root = Path(__file__).resolve().parents[2]
+        sandbox = apply(default_policy(Path.cwd(), root, Path(spec["problem_path"])))
+    spec["sandbox_description"] = sandbox
     run(spec, chan)
     return 0
 

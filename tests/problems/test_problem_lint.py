@@ -72,10 +72,10 @@ DEGENERATE = {
 }
 
 
-@pytest.mark.parametrize("name,expected", [("tiny_outputs", "zeros-pass"), ("constant", "constant"),
-                                           ("seed_independent", "seed-independent")])
+@pytest.mark.parametrize("name,expected", [("tiny_outputs", {"zeros-pass", "constant"}), ("constant", {"constant"}),
+                                           ("seed_independent", {"seed-independent"})])
 def test_lint_catches_degenerate_problem(tmp_path, name, expected):
     f = tmp_path / f"{name}.py"
     f.write_text(textwrap.dedent(DEGENERATE[name]))
     issues = lint_problem(load_problem(f))
-    assert expected in {i.check for i in issues}, issues
+    assert expected & {i.check for i in issues}, issues
