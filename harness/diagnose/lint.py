@@ -53,20 +53,23 @@ Rules (ids are stable; ``lint_source`` returns findings sorted by line):
     runs (reading back a CPU-built tensor does not count).
 ``matmul-without-tensor-cores``
     A matrix product computed with CUDA-core multiply-adds. *defect*: in a
-    Triton kernel with no ``tl.dot``, a loop with a runtime (or >= 16) trip
-    count accumulating the product of two ``tl.load`` s of different
-    pointer arguments where each operand has an index the other lacks
-    (``tl.sum(a[:, :, None] * b[None, :, :], axis=1)``, a rank-1 update
-    ``a[:, None] * b[None, :]``, a scalar weight times an input block with
-    the weight indexed by the program's output channel); in a TileLang
-    kernel with no ``T.gemm``, a serial/pipelined loop over such an extent
-    accumulating the product of two kernel-argument buffers indexed that way.
-    *warning*: the matrix-vector form (``tl.sum(x[None, :] * w, axis=1)``
-    with no index only ``x`` has), which is memory-bound. Depthwise
-    products (the weight's indices all appear in the input's), squares of
-    one tensor and products that are not accumulated across a loop do not
-    count. Where it fires, ``sequential-reduction`` is not repeated for the
-    same statement.
+    Triton kernel with no ``tl.dot``, an accumulator (``acc += a * b``,
+    ``acc = tl.fma(a, b, acc)``, ``acc += tl.sum(a[:, :, None] * b[None, :,
+    :], axis=1)``) carried across a loop with a runtime or >= 16 trip count
+    (``tl.static_range`` of unknown length counts as constant), adding the
+    product of two ``tl.load`` s of different pointer arguments where each
+    operand has an index the other lacks: ``a`` reused along ``b``'s output
+    index and vice versa (a scalar weight ``w[k, c]`` times an input block
+    ``x[n, c, offs]``, a rank-1 update ``a[:, None] * b[None, :]``, a 3-D
+    broadcast). TileLang: the same in a kernel with no ``T.gemm``, a
+    serial/pipelined loop accumulating the product of two kernel-argument
+    or shared-memory buffers (fp32 shared tiles excepted: ``T.gemm`` would be
+    TF32). *warning*: the Triton matrix-vector form ``tl.sum(w * x[None, :],
+    axis=1)`` whose vector has no index of its own (memory-bound). Not
+    reported: depthwise products (the weight's indices all appear in, or
+    determine, the input's), squares of one tensor, products not carried
+    across a loop, register-tiled products of local fragments. Where it
+    fires, ``sequential-reduction`` is not repeated for the same statement.
 ``non-coalesced-access`` (warning)
     A Triton load/store whose every ``tl.arange`` term is multiplied by a
     row stride (``t.stride(0)`` of a 2-D tensor at the launch, ``t.shape[-1]``,
@@ -302,36 +305,83 @@ def _dtype_text(node: ast.AST | None) -> str | None:
     return snippet(node, 40)
 
 
+_PROJECTIONS = (ast.FloorDiv, ast.Mod, ast.Div, ast.RShift, ast.BitAnd)
+
+
+def _shift_sources(e: ast.AST, values) -> set[str]:
+    """Names ``e`` is built from by shifts and scalings (``ih = oh + r - 1``), not through ``//``/``%``.
+
+    ``n = nk // K`` and ``k = nk % K`` each keep only part of ``nk``: an
+    operand indexed by ``n`` does not follow ``k``. Followed through the
+    names' assignments (``values(name)``).
+    """
+    out: set[str] = set()
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.BinOp) and isinstance(node.op, _PROJECTIONS):
+            continue
+        if isinstance(node, ast.Compare):
+            continue
+        if isinstance(node, ast.Name):
+            if node.id not in out:
+                out.add(node.id)
+                stack.extend(values(node.id))
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _pure_lane(info: tuple[set[str], set[str]], reduction: set[str], other_lanes: set[str]) -> bool:
+    aranges, roots = info
+    return bool(aranges) and aranges <= other_lanes and roots <= reduction
+
+
 def _free_indices(
-    mine: set[str], other: set[str], *, parents, direct, ancestors, loaded, reduction: set[str]
+    mine: set[str], other: set[str], *, parents, direct, values, reduction: set[str], lanes=None
 ) -> set[str]:
     """Indices of one operand of a product that the other operand does not follow.
 
     ``mine`` / ``other``: the index names each operand's address is built
-    from. An index is *followed* by the other operand when the other uses it,
-    when it is a reduction-loop variable the other's indices are built from
-    (``ih = oh + r`` follows the tap ``r``), when the other gathers through a
-    loaded index built from it (``emb[idx[b, i]]`` follows ``b``), or when
-    it is computed only from followed indices (``c = plane % C`` follows
-    ``plane``). Sources (program
-    ids, ``tl.arange``, kernel-grid bindings, loaded values, loop variables)
-    are followed only when used. An operand with a free index is reused
-    along it by the other: both operands having one makes a matrix product.
+    from (a ``//``/``%`` sub-expression of an address counts as one index,
+    spelled as written). An index of ``mine`` is *followed* by the other
+    operand when the other uses it or is computed from it (``c_in = oc //
+    cpg`` follows ``oc``; a gather ``emb[idx[b, i]]`` follows ``b``), when
+    it is a variable of a loop the product is summed over, or, recursively,
+    when it is computed only from followed indices or is a shift of one
+    (``ih = oh + r``; ``c = plane % C`` follows ``plane``). The recursion
+    does not use "computed from": ``n = nk // K`` does not follow
+    ``k = nk % K``. Sources (program ids, ``tl.arange``, kernel-grid
+    bindings, loaded values, loop variables) are otherwise free, except a
+    lane index built only from ``tl.arange`` s and summed-loop variables
+    whose aranges the other operand also uses (a prefetched ``k`` tile):
+    ``lanes(name)`` gives ``(arange spellings, other sources)`` for that
+    test. An operand with a free index is reused along it by the other: both
+    operands having one makes a matrix product.
     """
-    other_anc: set[str] = set()
-    gather_anc: set[str] = set()
+    other_lanes: set[str] = set()
+    if lanes is not None:
+        for b in other:
+            other_lanes |= lanes(b)[0]
+    seen = set(other) | reduction
+    derived_from: set[str] = set()  # names some index of ``other`` is computed from
     for b in other:
-        other_anc |= ancestors(b)
-        if loaded(b):
-            gather_anc |= ancestors(b)
+        stack = list(values(b))
+        while stack:
+            for n in ast.walk(stack.pop()):
+                if isinstance(n, ast.Name) and n.id not in derived_from:
+                    derived_from.add(n.id)
+                    stack.extend(values(n.id))
+        for v in values(b):
+            seen |= _shift_sources(v, values)
     memo: dict[str, bool] = {}
 
     def followed(a: str, stack: frozenset) -> bool:
         if a in memo:
             return memo[a]
-        if a in other or a in gather_anc:
+        if a in seen:
             r = True
-        elif a in reduction and a in other_anc:
+        elif lanes is not None and _pure_lane(lanes(a), reduction, other_lanes):
             r = True
         elif a in stack or direct(a):
             r = False
@@ -340,7 +390,40 @@ def _free_indices(
         memo[a] = r
         return r
 
-    return {a for a in mine if not followed(a, frozenset())}
+    return {a for a in mine if not (a in derived_from or followed(a, frozenset()))}
+
+
+def _index_atoms(e: ast.AST, classify, project) -> set[str]:
+    """Index names in an address expression, a ``//``/``%`` sub-expression counting as one.
+
+    ``classify(name)`` returns ``(kind, values)``: ``"index"`` keeps the
+    name, ``"expand"`` looks through ``values`` (a pointer variable such as
+    ``x_img = x_ptr + n * CHW``), ``"skip"`` drops it (sizes, strides,
+    globals). ``project(node)`` registers a projection sub-expression and
+    returns the name it is known by.
+    """
+    out: set[str] = set()
+    seen: set[str] = set()
+    stack: list[ast.AST] = [e]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.FloorDiv, ast.Mod)) and any(
+            isinstance(m, ast.Name) and classify(m.id)[0] != "skip" for m in ast.walk(node)
+        ):
+            out.add(project(node))
+            continue
+        if isinstance(node, ast.Name):
+            if node.id in seen:
+                continue
+            seen.add(node.id)
+            kind, vals = classify(node.id)
+            if kind == "index":
+                out.add(node.id)
+            elif kind == "expand":
+                stack.extend(vals)
+            continue
+        stack.extend(c for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr))
+    return out
 
 
 # --------------------------------------------------------------------------
@@ -379,6 +462,7 @@ class _TritonKernel:
         self._assigns: dict[str, list[ast.AST]] | None = None
         self._values_map: dict[str, list[ast.AST]] | None = None
         self._plain_values: dict[str, list[ast.AST]] = {}
+        self._synth: dict[str, ast.AST] = {}  # ``pid % K`` written inside an address: an index of its own
         self._ptr_params: set[str] | None = None
 
     # -- dataflow ----------------------------------------------------------------
@@ -636,7 +720,7 @@ class _TritonKernel:
     # -- matrix products on CUDA cores ------------------------------------------------
 
     def _values(self, name: str) -> list[ast.AST]:
-        """Every value assigned to ``name`` in the kernel (plain, augmented and annotated assignments)."""
+        """Every value assigned to ``name`` in the kernel, in source order (plain, augmented, annotated)."""
         if self._values_map is None:
             m: dict[str, list[ast.AST]] = {}
             plain: dict[str, list[ast.AST]] = {}
@@ -654,35 +738,37 @@ class _TritonKernel:
                             plain.setdefault(name_, []).append(n.value)
             self._values_map = m
             self._plain_values = plain
+        if name in self._synth:
+            return [self._synth[name]]
         return self._values_map.get(name, [])
 
     def _plain(self, name: str) -> list[ast.AST]:
         self._values(name)
         return self._plain_values.get(name, [])
 
-    def _base(self, e: ast.AST | None, depth: int = 0) -> str | None:
+    def _base(self, e: ast.AST | None, hops: int = 0) -> str | None:
         """The kernel parameter an address expression starts from (its leftmost additive term)."""
-        if e is None or depth > 8:
+        if e is None or hops > 12:
             return None
         if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)):
-            left = self._base(e.left, depth + 1)
+            left = self._base(e.left, hops)
             if left is not None or isinstance(e.op, ast.Sub):
                 return left
-            return self._base(e.right, depth + 1)
+            return self._base(e.right, hops)
         if isinstance(e, ast.Subscript):
-            return self._base(e.value, depth + 1)
+            return self._base(e.value, hops)
         if isinstance(e, ast.Call):
             if self.tl(e, "make_block_ptr", "make_tensor_descriptor"):
-                return self._base(call_arg(e, 0, "base"), depth + 1)
+                return self._base(call_arg(e, 0, "base"), hops)
             if self.tl(e, "advance", "multiple_of", "max_contiguous", "max_constancy"):
-                return self._base(call_arg(e, 0, "input"), depth + 1)
+                return self._base(call_arg(e, 0, "input"), hops)
             cast = self._is_cast(e)
-            return self._base(cast[0], depth + 1) if cast is not None else None
+            return self._base(cast[0], hops) if cast is not None else None
         if isinstance(e, ast.Name):
             if e.id in self.params:
                 return e.id if e.id not in self.constexpr else None
             for v in self._plain(e.id):
-                b = self._base(v, depth + 1)
+                b = self._base(v, hops + 1)
                 if b is not None:
                     return b
         return None
@@ -706,30 +792,23 @@ class _TritonKernel:
 
     def _ptr_atoms(self, ptr: ast.AST, loop_vars: set[str]) -> set[str]:
         """Index names an address is built from, following pointer variables (``x_img = x_ptr + n * CHW``)."""
-        out: set[str] = set()
-        seen: set[str] = set()
-        stack: list[ast.AST] = [ptr]
-        while stack:
-            node = stack.pop()
-            for n in ast.walk(node):
-                if not isinstance(n, ast.Name) or n.id in seen:
-                    continue
-                seen.add(n.id)
-                if n.id in self.params:
-                    if n.id in self.vec:  # a device helper's block argument: an index source
-                        out.add(n.id)
-                    continue
-                if n.id in loop_vars:
-                    out.add(n.id)
-                    continue
-                vals = self._values(n.id)
-                if not vals:
-                    continue  # a global or a module alias: not an index
-                if self._pointerish(n.id):
-                    stack.extend(vals)
-                else:
-                    out.add(n.id)
-        return out
+
+        def classify(name: str) -> tuple[str, list[ast.AST]]:
+            if name in self.params:
+                return ("index" if name in self.vec else "skip"), []  # a helper's block argument is an index
+            if name in loop_vars:
+                return "index", []
+            vals = self._values(name)
+            if not vals:
+                return "skip", []  # a global or a module alias
+            return ("expand", vals) if self._pointerish(name) else ("index", [])
+
+        def project(node: ast.BinOp) -> str:
+            key = snippet(node, 80)
+            self._synth[key] = node
+            return key
+
+        return _index_atoms(ptr, classify, project)
 
     def _closure(self, e: ast.AST) -> set[str]:
         """Names ``e`` uses, directly or through the kernel's assignments."""
@@ -775,12 +854,15 @@ class _TritonKernel:
         return _accumulation(stmt)
 
     def _matmul_on_cuda_cores(self) -> list[Finding]:
+        """A matrix product accumulated with multiply-adds in a kernel with no ``tl.dot`` (see the module doc)."""
         if self.calls("dot", "dot_scaled"):
             return []
         loop_vars = {name for n in self.nodes if isinstance(n, ast.For) for name in target_names(n.target)}
 
+        block_args = self.vec & set(self.params)  # a device helper's block arguments: index sources
+
         def direct(a: str) -> bool:
-            if a in loop_vars or a in self.vec:
+            if a in loop_vars or a in block_args:
                 return True
             return any(
                 isinstance(m, ast.Call) and self.tl(m, "program_id", "arange", "load")
@@ -793,32 +875,71 @@ class _TritonKernel:
                 if n != a and n not in self.params and (n in loop_vars or self._values(n))
             }
 
-        def loaded(a: str) -> bool:
-            return any(isinstance(m, ast.Call) and self.tl(m, "load") for v in self._values(a) for m in ast.walk(v))
+        lane_cache: dict[str, tuple[set[str], set[str]]] = {}
 
-        for loop in _loops_in(self.fn):
-            trip = _range_trip(self.idx, loop, self.resolve)
-            if trip is not None and trip < 16:
+        def lanes(a: str) -> tuple[set[str], set[str]]:
+            """``tl.arange`` spellings ``a`` is built from, and its other index sources (loop vars, ``pid``, ``load``)."""
+            if a in lane_cache:
+                return lane_cache[a]
+            aranges: set[str] = set()
+            roots: set[str] = set()
+            seen: set[str] = set()
+            stack: list[ast.AST] = [ast.Name(id=a, ctx=ast.Load())]
+            while stack:
+                for m in ast.walk(stack.pop()):
+                    if isinstance(m, ast.Call) and self.tl(m, "arange"):
+                        aranges.add(snippet(m))
+                    elif isinstance(m, ast.Call) and self.tl(m, "program_id", "load"):
+                        roots.add("<" + snippet(m.func) + ">")
+                    elif isinstance(m, ast.Name) and m.id not in seen:
+                        seen.add(m.id)
+                        if m.id in loop_vars or m.id in block_args:
+                            roots.add(m.id)
+                        stack.extend(self._values(m.id))
+            lane_cache[a] = (aranges, roots)
+            return aranges, roots
+
+        kw = dict(parents=parents, direct=direct, values=self._values, lanes=lanes)
+        stmts = sorted((n for n in self.nodes if isinstance(n, (ast.Assign, ast.AugAssign))), key=lambda n: n.lineno)
+        for stmt in stmts:
+            mac = self._mac(stmt)
+            if mac is None or not isinstance(mac[0], ast.Name):
                 continue
-            varying = assigned_in(loop)
-            reduction = {name for n in [loop, *walk_scope(loop)] if isinstance(n, ast.For) for name in target_names(n.target)}
-            stmts = sorted(
-                (n for n in walk_scope(loop) if isinstance(n, (ast.Assign, ast.AugAssign))), key=lambda n: n.lineno
-            )
-            reset = {
-                name for n in stmts if isinstance(n, ast.Assign) and self._mac(n) is None
-                for t in n.targets for name in target_names(t)
-            }
-            for stmt in stmts:
-                mac = self._mac(stmt)
-                if mac is None or not isinstance(mac[0], ast.Name) or mac[0].id in reset:
-                    continue
-                target, contrib = mac
-                f = self._product_finding(loop, stmt, target, contrib, varying, reduction, loop_vars,
-                                          dict(parents=parents, direct=direct, loaded=loaded, ancestors=self._ancestors))
-                if f is not None:
-                    return [f]
+            target, contrib = mac
+            carried = self._carrying_loops(stmt, target.id)
+            runtime = [lp for lp in carried if self._runtime_loop(lp)]
+            if not runtime:
+                continue
+            outer = carried[-1]
+            reduction = {name for lp in carried if isinstance(lp, ast.For) for name in target_names(lp.target)}
+            f = self._product_finding(runtime[-1], stmt, target, contrib, assigned_in(outer), reduction, loop_vars, kw)
+            if f is not None:
+                return [f]
         return []
+
+    def _carrying_loops(self, stmt: ast.stmt, target: str) -> list[ast.For | ast.While]:
+        """Loops around ``stmt`` (innermost first) whose iterations all add into ``target`` (no reset inside)."""
+        out: list[ast.For | ast.While] = []
+        p = self.idx.parents.get(stmt)
+        while p is not None and p is not self.fn:
+            if isinstance(p, (ast.For, ast.While)):
+                reset = any(
+                    isinstance(n, ast.Assign) and self._mac(n) is None
+                    and any(target in target_names(t) for t in n.targets)
+                    for n in walk_scope(p)
+                )
+                if reset:
+                    break
+                out.append(p)
+            p = self.idx.parents.get(p)
+        return out
+
+    def _runtime_loop(self, loop: ast.For | ast.While) -> bool:
+        """A loop whose trip count is not a small constant (``tl.static_range`` counts as constant)."""
+        trip = _range_trip(self.idx, loop, self.resolve)
+        if trip is not None:
+            return trip >= 16
+        return not (isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call) and self.tl(loop.iter, "static_range"))
 
     def _product_finding(self, loop, stmt, target, contrib, varying, reduction, loop_vars, kw) -> Finding | None:
         summed = False
@@ -895,7 +1016,7 @@ class _TritonKernel:
                         f"by `{', '.join(sorted(free_a))}`, `{nb}` by `{', '.join(sorted(free_b))}`) on CUDA cores"
                         + note,
                     )
-                if summed and (xa or xb) and (free_a or free_b):
+                if summed and len(ops) == 2 and (xa or xb) and (free_a or free_b):
                     vec = nb if free_a else na
                     return _finding(
                         "matmul-without-tensor-cores", "warning", stmt.lineno,
@@ -904,16 +1025,6 @@ class _TritonKernel:
                         "memory-bound if it is a single vector, a matrix product if several vectors share the matrix",
                     )
         return None
-
-    def _ancestors(self, name: str) -> set[str]:
-        out: set[str] = set()
-        stack = list(self._values(name))
-        while stack:
-            for n in ast.walk(stack.pop()):
-                if isinstance(n, ast.Name) and n.id not in out:
-                    out.add(n.id)
-                    stack.extend(self._values(n.id))
-        return out
 
     def _fp64(self) -> list[Finding]:
         for n in self.nodes:
@@ -1339,7 +1450,7 @@ class _TileLang:
 
         mm = None
         if not any(s in _TL_GEMMS for s in short):
-            mm = self._matmul(k, loops)
+            mm = self._matmul(k)
             if mm is not None:
                 out.append(mm)
         if not has_cross:
@@ -1454,7 +1565,7 @@ class _TileLang:
                 )
         return None
 
-    def _matmul(self, k: _TLKernel, loops: list[ast.AST]) -> Finding | None:
+    def _matmul(self, k: _TLKernel) -> Finding | None:
         """A serial/pipelined loop accumulating ``A[.., i, kk] * B[kk, j, ..]`` of two kernel arguments.
 
         Both operands must be kernel-argument buffers read directly (or
@@ -1498,9 +1609,6 @@ class _TileLang:
         def parents(a: str) -> set[str]:
             return {n for v in values.get(a, []) for n in names_in(v) if n != a and n in index_like}
 
-        def loaded(a: str) -> bool:
-            return any(isinstance(x, ast.Subscript) for v in values.get(a, []) for x in ast.walk(v))
-
         def ancestors(a: str) -> set[str]:
             out: set[str] = set()
             stack = list(values.get(a, []))
@@ -1539,87 +1647,103 @@ class _TileLang:
                     break
             return e
 
-        for lp in loops:
-            if not isinstance(lp, ast.For) or self.loop_kind(lp) not in ("serial", "pipelined"):
-                continue
-            trip = _range_trip(self.idx, lp, lambda e: self.resolve(k, e))
-            if trip is not None and trip < 16:
-                continue
-            inner = [lp, *walk_scope(lp)]
-            varying = assigned_in(lp)
-            reduction = {
-                name for m in inner
-                if isinstance(m, ast.For) and self.loop_kind(m) in ("serial", "pipelined")
-                for name in target_names(m.target)
-            }
-            reset: set[str] = set()
-            for m in inner:
+        def classify(name: str) -> tuple[str, list[ast.AST]]:
+            return ("index" if name in index_like else "skip"), []
+
+        def project(node: ast.BinOp) -> str:
+            key = snippet(node, 80)
+            values[key] = [node]
+            index_like.add(key)
+            return key
+
+        def resets(lp: ast.AST, buf: str) -> bool:
+            for m in walk_scope(lp):
                 if isinstance(m, ast.Assign) and _accumulation(m) is None:
                     for t in m.targets:
                         base = t.value if isinstance(t, ast.Subscript) else t
-                        if isinstance(base, ast.Name):
-                            reset.add(base.id)
+                        if isinstance(base, ast.Name) and base.id == buf:
+                            return True
                 elif isinstance(m, ast.Call) and self.tq(m) in ("clear", "fill"):
                     a = call_arg(m, 0, "buffer")
-                    if isinstance(a, ast.Name):
-                        reset.add(a.id)
-            stmts = sorted((m for m in inner if isinstance(m, (ast.Assign, ast.AugAssign))), key=lambda m: m.lineno)
-            for stmt in stmts:
-                if isinstance(stmt, ast.AugAssign) and not isinstance(stmt.op, ast.Add):
-                    continue
-                if isinstance(stmt, ast.Assign) and not (
-                    isinstance(stmt.value, ast.BinOp) and isinstance(stmt.value.op, ast.Add)
-                ):
-                    continue
-                acc = _accumulation(stmt)
-                if acc is None:
-                    continue
-                target, contrib = acc
-                tbase = target.value if isinstance(target, ast.Subscript) else target
-                if not isinstance(tbase, ast.Name) or tbase.id in reset:
-                    continue
-                factors: list[ast.AST] = []
+                    if isinstance(a, ast.Name) and a.id == buf:
+                        return True
+            return False
 
-                def flatten(x: ast.AST) -> None:
-                    x = unwrap(x)
-                    if isinstance(x, ast.BinOp) and isinstance(x.op, ast.Mult):
-                        flatten(x.left)
-                        flatten(x.right)
-                    else:
-                        factors.append(x)
+        def runtime(lp: ast.AST) -> bool:
+            trip = _range_trip(self.idx, lp, lambda e: self.resolve(k, e))
+            if trip is not None:
+                return trip >= 16
+            return not (isinstance(lp, ast.For) and isinstance(lp.iter, ast.Call) and self.tq(lp.iter) in ("unroll", "Unroll"))
 
-                flatten(contrib)
-                ops = []
-                for fac in factors:
-                    rs = reads(fac)
-                    if not rs:
+        kw = dict(parents=parents, direct=direct, values=lambda n: values.get(n, []))
+        stmts = sorted((m for m in body if isinstance(m, (ast.Assign, ast.AugAssign))), key=lambda m: m.lineno)
+        for stmt in stmts:
+            if isinstance(stmt, ast.AugAssign) and not isinstance(stmt.op, ast.Add):
+                continue
+            if isinstance(stmt, ast.Assign) and not (isinstance(stmt.value, ast.BinOp) and isinstance(stmt.value.op, ast.Add)):
+                continue
+            acc = _accumulation(stmt)
+            if acc is None:
+                continue
+            target, contrib = acc
+            tbase = target.value if isinstance(target, ast.Subscript) else target
+            if not isinstance(tbase, ast.Name):
+                continue
+            carried: list[ast.AST] = []  # serial loops around stmt whose iterations all add into the target
+            p = self.idx.parents.get(stmt)
+            while p is not None and p is not k.with_node:
+                if isinstance(p, ast.While) or (isinstance(p, ast.For) and self.loop_kind(p) in ("serial", "pipelined")):
+                    if resets(p, tbase.id):
+                        break
+                    carried.append(p)
+                p = self.idx.parents.get(p)
+            long = [lp for lp in carried if runtime(lp)]
+            if not long:
+                continue
+            varying = assigned_in(carried[-1])
+            reduction = {name for lp in carried if isinstance(lp, ast.For) for name in target_names(lp.target)}
+            factors: list[ast.AST] = []
+
+            def flatten(x: ast.AST) -> None:
+                x = unwrap(x)
+                if isinstance(x, ast.BinOp) and isinstance(x.op, ast.Mult):
+                    flatten(x.left)
+                    flatten(x.right)
+                else:
+                    factors.append(x)
+
+            flatten(contrib)
+            ops = []
+            for fac in factors:
+                rs = reads(fac)
+                if not rs:
+                    continue
+                idx_names = set().union(*(names_in(r.slice) for r in rs))
+                closure = idx_names | set().union(*(ancestors(n) for n in idx_names))
+                if not closure & varying:
+                    continue
+                atoms = set().union(*(_index_atoms(r.slice, classify, project) for r in rs))
+                ops.append(({r.value.id for r in rs}, atoms))
+            for i in range(len(ops)):
+                for j in range(i + 1, len(ops)):
+                    (ba, aa), (bb, ab) = ops[i], ops[j]
+                    if ba & bb:
                         continue
-                    idx_names = set().union(*(names_in(r.slice) for r in rs))
-                    closure = idx_names | set().union(*(ancestors(n) for n in idx_names))
-                    if not closure & varying:
-                        continue
-                    ops.append(({r.value.id for r in rs}, idx_names & index_like))
-                for i in range(len(ops)):
-                    for j in range(i + 1, len(ops)):
-                        (ba, aa), (bb, ab) = ops[i], ops[j]
-                        if ba & bb:
-                            continue
-                        kw = dict(parents=parents, direct=direct, ancestors=ancestors, loaded=loaded,
-                                  reduction=reduction)
-                        free_a = _free_indices(aa, ab, **kw)
-                        free_b = _free_indices(ab, aa, **kw)
-                        if free_a and free_b and not all(
-                            b in shared and self._dtype_str(k, shared[b]) in ("float32", "float")
-                            for b in ba | bb
-                        ):  # fp32 shared tiles: T.gemm would be TF32, CUDA-core FMA can be the exact choice
-                            na, nb = "/".join(sorted(ba)), "/".join(sorted(bb))
-                            return _finding(
-                                "matmul-without-tensor-cores", "defect", stmt.lineno,
-                                f"kernel `{k.name}`: loop over `{snippet(lp.target)}` accumulates "
-                                f"`{snippet(contrib, 50)}` into `{snippet(target)}` without T.gemm: a matrix product "
-                                f"(`{na}` indexed by `{', '.join(sorted(free_a))}`, `{nb}` by "
-                                f"`{', '.join(sorted(free_b))}`) as scalar multiply-adds on CUDA cores",
-                            )
+                    free_a = _free_indices(aa, ab, reduction=reduction, **kw)
+                    free_b = _free_indices(ab, aa, reduction=reduction, **kw)
+                    if free_a and free_b and not all(
+                        b in shared and self._dtype_str(k, shared[b]) in ("float32", "float") for b in ba | bb
+                    ):  # fp32 shared tiles: T.gemm would be TF32, CUDA-core FMA can be the exact choice
+                        na, nb = "/".join(sorted(ba)), "/".join(sorted(bb))
+                        lp = long[-1]
+                        var = snippet(lp.target) if isinstance(lp, ast.For) else "while"
+                        return _finding(
+                            "matmul-without-tensor-cores", "defect", stmt.lineno,
+                            f"kernel `{k.name}`: loop over `{var}` accumulates `{snippet(contrib, 50)}` into "
+                            f"`{snippet(target)}` without T.gemm: a matrix product (`{na}` indexed by "
+                            f"`{', '.join(sorted(free_a))}`, `{nb}` by `{', '.join(sorted(free_b))}`) as scalar "
+                            "multiply-adds on CUDA cores",
+                        )
         return None
 
     def _dtype_str(self, k: _TLKernel, e: ast.AST | None) -> str | None:

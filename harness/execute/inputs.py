@@ -9,7 +9,10 @@ workloads and deterministic on one GPU model.
 Round transforms: correctness is checked on more than ``randn``. Round ``k``
 rescales and shifts floating inputs by ``ROUND_TRANSFORMS[k]`` so a kernel
 that, say, drops the mean subtraction of a LayerNorm or overflows on large
-values fails somewhere.
+values fails somewhere. A problem may restrict this: ``positive`` keeps inputs
+positive, ``scale`` only rescales (for long dot products in half precision,
+where a shift makes the true result overflow fp16), ``none`` uses
+``get_inputs()`` as is.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ def _transform(x: Any, mode: str, round_idx: int) -> Any:
     scale, shift = ROUND_TRANSFORMS[round_idx % len(ROUND_TRANSFORMS)]
     if mode == "positive":
         return x.abs() * scale + abs(shift) + 1e-3
+    if mode == "scale":
+        return x * scale
     return x * scale + shift
 
 

@@ -43,6 +43,12 @@ def _error(exc: BaseException) -> dict:
     return {"type": type(exc).__name__, "message": str(exc)[:MAX_TEXT], "traceback_tail": tb[-MAX_TEXT:]}
 
 
+def _is_cuda_error(exc: BaseException) -> bool:
+    """A device fault (illegal address, launch failure) poisons the CUDA context for good."""
+    text = f"{type(exc).__name__}: {exc}"
+    return "CUDA error" in text or "AcceleratorError" in text or "illegal memory access" in text
+
+
 def _set_rlimits(spec: dict) -> None:
     """Limits that are safe with CUDA (no address-space cap: the driver maps huge ranges)."""
     import resource
@@ -152,8 +158,11 @@ def run(spec: dict, chan: Any) -> None:
                     new_model(*warm)
                 torch.cuda.synchronize()
                 del warm
-            except Exception:  # noqa: BLE001
-                pass
+            except Exception as exc:  # noqa: BLE001
+                if _is_cuda_error(exc):  # the context is now unusable: report and stop
+                    chan.send({"event": "workload_fatal", "workload": name, "status": "RUNTIME_ERROR",
+                               "error": _error(exc)})
+                    return
         chan.send({"event": "want_device", "workload": name})
         cmd = chan.recv()
         if not cmd or cmd.get("cmd") != "go":
@@ -162,7 +171,12 @@ def run(spec: dict, chan: Any) -> None:
         timing_sets: list[list] = []
         stopped = False
         for r, seed in enumerate(w["round_seeds"]):
-            inputs = make_inputs(module, dtype, device, seed, r, spec["input_transform"])
+            try:
+                inputs = make_inputs(module, dtype, device, seed, r, spec["input_transform"])
+            except BaseException as exc:  # noqa: BLE001 - e.g. a CUDA error left behind by the candidate
+                chan.send({"event": "round", "workload": name, "round": r, "error": _error(exc),
+                           "error_is_cuda": _is_cuda_error(exc)})
+                return
             if r < tcfg.input_sets:
                 timing_sets.append([x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
             snapshot = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
@@ -185,7 +199,7 @@ def run(spec: dict, chan: Any) -> None:
                 break
             except BaseException as exc:  # noqa: BLE001
                 facts["error"] = _error(exc)
-                facts["error_is_cuda"] = "CUDA" in str(exc) or "cuda" in type(exc).__name__.lower()
+                facts["error_is_cuda"] = _is_cuda_error(exc)
                 chan.send(facts)
                 if facts["error_is_cuda"]:
                     return  # the context may be poisoned; the parent probes the GPU

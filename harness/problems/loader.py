@@ -37,7 +37,7 @@ _KNOWN_META_KEYS = {
     "workloads", "tolerance", "allow_tf32", "input_transform", "in_place", "tags", "description",
 }
 _KNOWN_WORKLOAD_KEYS = {"name", "set", "dtype", "tags", "tolerance", "allow_tf32"}
-_INPUT_TRANSFORMS = ("any", "positive", "none")
+_INPUT_TRANSFORMS = ("any", "positive", "scale", "none")
 _module_counter = itertools.count()
 
 

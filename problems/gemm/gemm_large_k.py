@@ -21,6 +21,8 @@ def get_init_inputs():
 
 
 KERNELGATE = {
+    # a +1.5 shift makes each of the K=65536-term dot products ~1.5e5: past the fp16 maximum (65504)
+    "input_transform": "scale",
     "category": "gemm",
     "library_op": "torch.matmul",
     "library_aten": ["aten.mm", "aten.addmm", "aten.matmul"],

@@ -109,7 +109,7 @@ def test_metadata(path):
     assert REQUIRED_KEYS <= meta.keys() and meta.keys() <= REQUIRED_KEYS | OPTIONAL_KEYS
     assert meta["category"] in CATEGORIES and meta["category"] == path.parent.name
     assert meta.get("id", path.stem) == path.stem
-    assert meta.get("input_transform", "any") == "any"
+    assert meta.get("input_transform", "any") in ("any", "scale")
 
     target = __import__(meta["library_op"].split(".")[0])
     for part in meta["library_op"].split(".")[1:]:
