@@ -61,6 +61,8 @@ class RunOptions:
     precompile: bool = True
     sandbox: bool = True
     """Apply the Landlock sandbox (harness.execute.sandbox) in each worker."""
+    max_file_bytes: int = 4 << 30
+    """RLIMIT_FSIZE of the worker: no single file it writes (outputs included) may exceed this."""
     """GPU: run one untimed forward before taking the device lock (overlaps compiles)."""
 
 
@@ -102,6 +104,13 @@ def job_id(cand: Candidate, problem: Problem, workload: Workload, env: EnvSnapsh
     key = "|".join(map(str, (cand.sha256, problem.id, problem.version, workload.name, sorted(workload.params.items()),
                              env.comparable_key(), env.device_uuid, __version__)))
     return hashlib.sha256(key.encode()).hexdigest()[:20]
+
+
+def _signame(num: int) -> str:
+    try:
+        return f"{signal.Signals(num).name} ({num})"
+    except ValueError:
+        return f"signal {num}"
 
 
 def _now() -> str:
@@ -265,7 +274,7 @@ class Session:
             self._fail_rest(Status.TIMEOUT, {"type": "Timeout", "message": str(exc), "traceback_tail": err_buf.text()[-2000:]})
         except (_Died, ChannelError, BrokenPipeError, OSError) as exc:
             code = self._wait(proc)
-            how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+            how = f"killed by {_signame(-code)}" if code is not None and code < 0 else f"exit code {code}"
             status = Status.CRASHED if not isinstance(exc, ChannelError) else Status.REWARD_HACK
             msg = f"worker ended unexpectedly ({how}): {exc}" if status is Status.CRASHED else f"result channel tampered: {exc}"
             self._fail_rest(status, {"type": type(exc).__name__, "message": msg, "traceback_tail": err_buf.text()[-3000:]})
@@ -297,6 +306,7 @@ class Session:
             "handoff_dir": str(scratch / "handoff"), "library_aten": list(self.p.library_aten),
             "input_transform": self.p.input_transform, "in_place": self.p.in_place, "timing": self.o.timing.to_dict(),
             "precompile": self.o.precompile, "dsl": self.c.dsl, "sandbox": self.o.sandbox,
+            "max_file_bytes": self.o.max_file_bytes,
             "workloads": [{
                 "name": w.name, "params": w.params, "dtype": w.dtype, "allow_tf32": w.allow_tf32,
                 "model_seed": round_seed(self.o.base_seed, w.name, -1),
@@ -450,6 +460,8 @@ class Session:
             return Status.REWARD_HACK, f"forward modified its input(s) {msg['mutated_inputs']} (the problem is not in-place)", None
         if msg.get("new_threads"):
             return Status.REWARD_HACK, f"forward left {msg['new_threads']} thread(s) running after it returned", None
+        if msg.get("new_children"):
+            return Status.REWARD_HACK, f"forward left {msg['new_children']} child process(es) running after it returned", None
         bad_types = [t for t in msg.get("output_types", []) if t != "torch.Tensor"]
         if bad_types:
             return Status.INCORRECT_DTYPE, f"forward returned {bad_types}; expected plain torch.Tensor", None

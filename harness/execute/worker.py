@@ -69,6 +69,24 @@ def _set_rlimits(spec: dict) -> None:
             pass
 
 
+def _children() -> set[int]:
+    """Pids of this process's live children (read from /proc; no dependency)."""
+    me, out = str(os.getpid()), set()
+    try:
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/stat", "rb") as f:
+                        fields = f.read().rsplit(b")", 1)[1].split()
+                    if fields[1].decode() == me and fields[0] != b"Z":
+                        out.add(int(entry))
+                except (OSError, IndexError):
+                    continue
+    except OSError:
+        pass
+    return out
+
+
 def _import_candidate(path: Path) -> Any:
     spec = importlib.util.spec_from_file_location("candidate", path)
     module = importlib.util.module_from_spec(spec)
@@ -184,6 +202,7 @@ def run(spec: dict, chan: Any) -> None:
             facts: dict[str, Any] = {"event": "round", "workload": name, "round": r}
             _poison(device, 2 * in_bytes)
             threads_before = guards.live_threads()
+            children_before = _children()
             guards.COUNTER.reset()
             try:
                 recorder = guards.AtenRecorder()
@@ -207,6 +226,7 @@ def run(spec: dict, chan: Any) -> None:
                 break
             facts["launches"] = guards.COUNTER.total
             facts["new_threads"] = len(guards.live_threads() - threads_before)
+            facts["new_children"] = len(_children() - children_before)
             if not spec["in_place"]:
                 facts["mutated_inputs"] = [
                     i for i, (a, b) in enumerate(zip(inputs, snapshot))

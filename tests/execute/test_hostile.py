@@ -1,0 +1,79 @@
+"""Hostile candidates against the OS-level containment (Landlock sandbox, rlimits, process groups).
+
+The fixtures evade the static scan on purpose (names built at run time), so
+what stops them here is the sandbox each worker applies to itself before it
+imports candidate code. Each must get its ``expect:`` status, the host must be
+unchanged, and the run must go on.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import env as envmod
+from harness.execute.runner import PROJECT_ROOT, RunOptions
+from harness.execute.sandbox import landlock_abi
+from harness.measure.timing import TimingConfig
+from harness.pipeline import EvalRequest, evaluate
+from harness.problems.registry import load_registry
+
+FIXTURES = Path(__file__).parent / "fixtures" / "hostile"
+SENTINEL = FIXTURES / "_sentinel.txt"
+
+pytestmark = pytest.mark.skipif(landlock_abi() < 4, reason="needs Landlock ABI >= 4 (filesystem + TCP rules)")
+
+
+@pytest.fixture(scope="module")
+def hostile_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("hostile")
+    before = set((PROJECT_ROOT / "leaderboards").rglob("*"))
+    opts = RunOptions(device="cpu", timing=TimingConfig.for_device("cpu"), jobs=2, time_kernels=False,
+                      compile_timeout_s=60, round_timeout_s=30, max_file_bytes=32 << 20)
+    req = EvalRequest(submissions=[FIXTURES], registry=load_registry(), out_dir=out, options=opts,
+                      env=envmod.snapshot("cpu"), workload_tags=("smoke",), progress=False)
+    results = evaluate(req)
+    return out, results, before
+
+
+def test_each_hostile_candidate_is_contained(hostile_run):
+    _, results, _ = hostile_run
+    expected = {f"hostile/{f.name}": re.search(r"expect: ([A-Z_]+)", f.read_text()).group(1)
+                for f in FIXTURES.glob("*.py")}
+    got = {r.candidate: r.status.value for r in results}
+    assert got == expected, {k: (got.get(k), v) for k, v in expected.items() if got.get(k) != v}
+
+
+@pytest.mark.parametrize("name", ["write_leaderboards", "read_parent_memory", "tcp_connect", "chdir_and_write",
+                                  "delete_project_file"])
+def test_blocked_by_the_sandbox_not_by_luck(hostile_run, name):
+    _, results, _ = hostile_run
+    rec = next(r for r in results if r.candidate == f"hostile/gelu__{name}.py")
+    text = f"{rec.error.type} {rec.error.message}"
+    assert "Permission denied" in text or "PermissionError" in text or "Operation not permitted" in text, text
+    assert rec.env.sandbox.startswith("landlock"), rec.env.sandbox
+
+
+def test_host_is_unchanged(hostile_run):
+    _, _, before = hostile_run
+    assert SENTINEL.exists(), "a candidate deleted a project file"
+    assert set((PROJECT_ROOT / "leaderboards").rglob("*")) == before, "a candidate wrote into leaderboards/"
+    assert not Path("/tmp/kernelgate-pwned.txt").exists()
+
+
+def test_disk_filler_is_killed_and_its_scratch_removed(hostile_run):
+    out, results, _ = hostile_run
+    rec = next(r for r in results if r.candidate == "hostile/gelu__fill_disk.py")
+    assert "File too large" in rec.error.message
+    assert not any((out / ".scratch").glob("kg-*")), "scratch folders must be removed after each candidate"
+
+
+def test_forked_children_do_not_survive_the_job(hostile_run):
+    time.sleep(1)
+    import subprocess
+
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert "harness.execute.worker" not in ps, "a worker (or a child of one) outlived its job"
