@@ -95,3 +95,32 @@ def test_run_kernelbench_folder_with_mapping_and_set(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "kb-run/level_1_problem_19_sample_0_kernel.py" in text and "PASSED" in text
     assert (out / "results.jsonl").exists()
+
+
+def test_unreadable_problem_file_is_named_and_others_load(tmp_path, capsys):
+    good = ROOT / "tests" / "fixtures" / "kernelbench" / "19_ReLU.py"
+    (tmp_path / "19_ReLU.py").write_text(good.read_text())
+    (tmp_path / "broken_link.py").symlink_to(tmp_path / "does_not_exist.py")
+    assert main(["problems", "list", "--problems", str(tmp_path)]) == 1
+    captured = capsys.readouterr()
+    assert "broken_link.py: field '<file>': cannot be read" in captured.err
+    assert "19_ReLU" in captured.out
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["run"], "required"),
+    (["run", "x", "--shard", "5/2"], "K must be between 1 and N"),
+    (["run", "x", "--jobs", "many"], "invalid int value"),
+    (["problems"], "required"),
+])
+def test_bad_cli_arguments_are_clear(argv, match, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    text = str(exc.value) + capsys.readouterr().err
+    assert match in text
+
+
+def test_missing_submission_folder_is_a_clear_error(tmp_path):
+    with pytest.raises(SystemExit, match="not a folder"):
+        main(["run", str(tmp_path / "nope"), "--device", "cpu", "--out", str(tmp_path / "o"), "--no-timing",
+              "--no-progress", "--yes-execute"])
