@@ -5,7 +5,7 @@ Why each choice (in the spirit of ``triton.testing.do_bench``)::
     for trial in range(trials):
         for i in range(reps):
             for name in ("library", "candidate"):        # A B A B: drift cancels
-                flush()                                  # write > 2x L2, outside the window
+                flush()                                  # write > 2x L2; still running while fn launches
                 start.record()
                 fn(*inputs[i % len(inputs)])             # rotate input sets: no pointer caching
                 device_synchronize()                     # ALL streams: side-stream work counts
@@ -16,9 +16,12 @@ Why each choice (in the spirit of ``triton.testing.do_bench``)::
   DRAM; a warm L2 would favour whichever kernel ran last.
 * The window ends after a *device-wide* synchronize, so a candidate that
   returns early and finishes on a side stream (or another thread's stream) is
-  still charged for its work. This adds the host's sync latency (a few
+  still charged for its work. This adds the host's sync-return latency (a few
   microseconds) equally to both sides; KernelGate's GPU workloads run far
-  longer than that.
+  longer than that. There is deliberately no sync *before* the start event:
+  the flush keeps the GPU busy while the host launches, so Python launch
+  overhead is not counted (the 2026-11-30 H200 runs still synced there, which
+  added tens of microseconds to both sides of every sample).
 * The clock objects are captured when this module is imported, which the
   worker does before importing candidate code, so rebinding
   ``torch.cuda.Event`` or ``time.perf_counter`` afterwards changes nothing here.
@@ -89,8 +92,11 @@ class DeviceTimer:
     def sample_ms(self, fn: Callable, args: list) -> float:
         self.flush()
         if self.is_cuda:
+            # No sync between the flush and the start event: the GPU is still busy
+            # flushing while the host launches fn, so host-side launch overhead
+            # stays outside the window (as in triton.testing.do_bench). The window
+            # closes after a device-wide sync, so side-stream work is counted.
             start, end = self._event(enable_timing=True), self._event(enable_timing=True)
-            self._sync()
             self._record(start)
             fn(*args)
             self._sync()
