@@ -1566,13 +1566,14 @@ class _TileLang:
         return None
 
     def _matmul(self, k: _TLKernel) -> Finding | None:
-        """A serial/pipelined loop accumulating ``A[.., i, kk] * B[kk, j, ..]`` of two kernel arguments.
+        """A serial/pipelined loop accumulating ``A[.., i, kk] * B[kk, j, ..]`` in a kernel without ``T.gemm``.
 
-        Both operands must be kernel-argument buffers read directly (or
-        through plain names), vary with the loop, and each have an index the
-        other lacks (the shape of a matrix product: ``A`` reused along ``j``,
-        ``B`` along ``i``). Products of register tiles staged through shared
-        memory (a hand-tiled fp32 SGEMM) are not judged.
+        Both operands must be kernel-argument or shared-memory buffers read
+        directly (or through plain names), vary with the loop, and each have
+        an index the other lacks (the shape of a matrix product: ``A`` reused
+        along ``j``, ``B`` along ``i``). Products of register fragments (a
+        hand-tiled fp32 SGEMM) and of fp32 shared tiles (``T.gemm`` would be
+        TF32) are not judged.
         """
         prim = k.scope[0] if k.scope else None
         globals_ = {a.arg for a in func_params(prim)} if prim is not None else set()
@@ -1673,14 +1674,17 @@ class _TileLang:
             trip = _range_trip(self.idx, lp, lambda e: self.resolve(k, e))
             if trip is not None:
                 return trip >= 16
-            return not (isinstance(lp, ast.For) and isinstance(lp.iter, ast.Call) and self.tq(lp.iter) in ("unroll", "Unroll"))
+            unrolled = isinstance(lp, ast.For) and isinstance(lp.iter, ast.Call) and self.tq(lp.iter) in ("unroll", "Unroll")
+            return not unrolled
 
         kw = dict(parents=parents, direct=direct, values=lambda n: values.get(n, []))
         stmts = sorted((m for m in body if isinstance(m, (ast.Assign, ast.AugAssign))), key=lambda m: m.lineno)
         for stmt in stmts:
             if isinstance(stmt, ast.AugAssign) and not isinstance(stmt.op, ast.Add):
                 continue
-            if isinstance(stmt, ast.Assign) and not (isinstance(stmt.value, ast.BinOp) and isinstance(stmt.value.op, ast.Add)):
+            if isinstance(stmt, ast.Assign) and not (
+                isinstance(stmt.value, ast.BinOp) and isinstance(stmt.value.op, ast.Add)
+            ):
                 continue
             acc = _accumulation(stmt)
             if acc is None:
