@@ -16,7 +16,7 @@ import hashlib
 import hmac
 import json
 import os
-from typing import Any
+from typing import Any, BinaryIO
 
 
 class ChannelError(RuntimeError):
@@ -44,13 +44,21 @@ def decode(key: bytes, line: bytes) -> dict:
 
 
 class Endpoint:
-    """One side of the channel: a readable and a writable descriptor plus the key."""
+    """One side of the channel: a reader (raw binary file), a writable descriptor, and the key."""
 
-    def __init__(self, read_fd: int, write_fd: int, key: bytes):
-        self._r = os.fdopen(read_fd, "rb", buffering=0) if read_fd >= 0 else None
+    def __init__(self, reader: BinaryIO, write_fd: int, key: bytes):
+        self._r = reader
         self._w = write_fd
         self.key = key
         self._buf = b""
+
+    @property
+    def has_buffered(self) -> bool:
+        """A complete message may already be buffered (select() on the descriptor would not see it)."""
+        return bool(self._buf)
+
+    def fileno(self) -> int:
+        return self._r.fileno()
 
     def send(self, msg: dict) -> None:
         data = encode(self.key, msg)
@@ -61,7 +69,6 @@ class Endpoint:
 
     def recv(self) -> dict | None:
         """Next message, or None at end of stream."""
-        assert self._r is not None
         while b"\n" not in self._buf:
             chunk = self._r.read(65536)
             if not chunk:

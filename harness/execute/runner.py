@@ -264,8 +264,7 @@ class Session:
         for t in drains:
             t.start()
         self._reader = os.fdopen(c2p_r, "rb", buffering=0)
-        chan = Endpoint(-1, p2c_w, key)
-        chan._r = self._reader
+        chan = Endpoint(self._reader, p2c_w, key)
         try:
             send_raw_json(p2c_w, self._spec(cand_file, scratch, key))
             self._converse(chan)
@@ -315,7 +314,7 @@ class Session:
         }
 
     def _recv(self, chan: Endpoint, timeout_s: float, what: str) -> dict:
-        ready, _, _ = select.select([self._reader], [], [], timeout_s) if not chan._buf else ([1], [], [])
+        ready, _, _ = select.select([chan], [], [], timeout_s) if not chan.has_buffered else ([chan], [], [])
         if not ready:
             raise _Timeout(f"no progress for {timeout_s:.0f} s while {what}")
         msg = chan.recv()
@@ -432,6 +431,9 @@ class Session:
         for label, st in (("kernel", kt), ("library", lt)):
             if st.relative_iqr > NOISY_IQR:
                 warnings.append(f"{label} timing is noisy: IQR/median = {st.relative_iqr:.0%} (> {NOISY_IQR:.0%})")
+        if o.device == "cpu" and self.c.dsl == "triton":
+            warnings.append("timed under the Triton interpreter on the CPU: E_lib, U_roof and the verdict describe "
+                            "the CPU path, not GPU performance")
         screening = self.screen(w, kt, lt) if self.screen else None
         status = Status.PASSED
         err = None

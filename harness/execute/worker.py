@@ -278,8 +278,7 @@ def main(argv: list[str] | None = None) -> int:
             return 3
         line += chunk
     spec = json.loads(line)
-    chan = Endpoint(-1, args.out_fd, bytes.fromhex(spec.pop("key")))
-    chan._r = reader  # same descriptor for the parent's commands
+    chan = Endpoint(reader, args.out_fd, bytes.fromhex(spec.pop("key")))  # the parent's commands follow the spec
     _set_rlimits(spec)
     sandbox = "none: disabled (--no-sandbox)"
     if spec.get("sandbox", True):
