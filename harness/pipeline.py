@@ -4,7 +4,9 @@ The function :func:`evaluate` is what the CLI calls. It does the trusted,
 cheap work in this process (loading problems, parsing candidates, static
 anti-cheat and defect scans, resume bookkeeping, writing results) and hands
 every candidate to a :class:`harness.execute.runner.Session`, which runs it in
-its own worker process.
+its own worker process: on this machine from a thread pool, or, with
+``executor="ray"``, as one Ray task per candidate on a cluster
+(:mod:`harness.execute.ray_executor`); either way records are written here.
 """
 
 from __future__ import annotations
@@ -46,6 +48,12 @@ class EvalRequest:
     shard: tuple[int, int] | None = None
     """(k, n): take only the k-th of n stable shares of the candidates (1-based k)."""
     skipped: list[str] = field(default_factory=list)
+    executor: str = "local"
+    """``local``: a thread pool on this machine; ``ray``: one Ray task per candidate
+    (:mod:`harness.execute.ray_executor`)."""
+    ray_address: str | None = None
+    """With ``executor="ray"``, passed to ``ray.init``: None ($RAY_ADDRESS, a cluster started on
+    this machine, else a new private one), ``auto`` (an existing cluster only) or HOST:PORT."""
 
 
 def in_shard(cand: Candidate, shard: tuple[int, int] | None) -> bool:
@@ -103,9 +111,23 @@ def _scan(cand: Candidate) -> tuple[ErrorInfo | None, Status | None, tuple[dict,
     return None, None, diags
 
 
-def evaluate(req: EvalRequest) -> list[JobResult]:
-    from harness.score.gates import Thresholds, screen
+def screen_for(prob: Problem, ceilings: dict | None, thresholds: Any) -> Callable[..., Any] | None:
+    """The Session's screening callback for ``prob``; None when no ceilings were measured (``--no-timing``)."""
+    if not ceilings:
+        return None
+    from harness.score.gates import screen
 
+    def _screen(w: Workload, kt, lt):
+        return screen(category=prob.category, dtype=w.dtype, allow_tf32=w.allow_tf32, flops=w.flops,
+                      min_bytes=w.min_bytes, kernel=kt, library=lt, ceilings=ceilings, thresholds=thresholds)
+    return _screen
+
+
+def evaluate(req: EvalRequest) -> list[JobResult]:
+    from harness.score.gates import Thresholds
+
+    if req.executor not in ("local", "ray"):
+        raise ValueError(f"executor {req.executor!r}: expected 'local' or 'ray'")
     opts = req.options
     store = ResultStore(req.out_dir)
     done = store.done_job_ids() if req.resume and not req.rerun else set()
@@ -154,15 +176,12 @@ def evaluate(req: EvalRequest) -> list[JobResult]:
     # candidates of one problem should follow each other.
     tasks.sort(key=lambda t: (t[1].category, t[1].id, t[0].rel_path))
     thresholds = req.thresholds or Thresholds()
+    if req.executor == "ray":
+        from harness.execute.ray_executor import run_on_ray
 
-    def make_screen(prob: Problem):
-        if not req.ceilings:
-            return None
-
-        def _screen(w: Workload, kt, lt):
-            return screen(category=prob.category, dtype=w.dtype, allow_tf32=w.allow_tf32, flops=w.flops,
-                          min_bytes=w.min_bytes, kernel=kt, library=lt, ceilings=req.ceilings, thresholds=thresholds)
-        return _screen
+        run_on_ray(tasks, options=opts, env=req.env, run_id=run_id, emit=emit, ceilings=req.ceilings,
+                   thresholds=thresholds, address=req.ray_address, progress=req.progress)
+        return results
 
     gpus = list(opts.gpus) if opts.device == "cuda" else [None]
     scratch_root = opts.scratch_root or (req.out_dir / ".scratch")
@@ -178,7 +197,8 @@ def evaluate(req: EvalRequest) -> list[JobResult]:
     def one(i: int, task) -> list[JobResult]:
         cand, prob, wls, diags = task
         g = gpus[i % len(gpus)]
-        sess = Session(cand, prob, wls, opts, req.env, run_id, checkers[g], locks[g], g, diags, make_screen(prob))
+        sess = Session(cand, prob, wls, opts, req.env, run_id, checkers[g], locks[g], g, diags,
+                       screen_for(prob, req.ceilings, thresholds))
         return sess.run()
 
     try:

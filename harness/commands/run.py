@@ -21,6 +21,7 @@ examples:
   kernelgate run submissions/triton-reference submissions/defects --out runs/h200
   kernelgate run my_llm_samples/ --problems ~/KernelBench/level1 --kernelbench-map auto --set N=256
   kernelgate run submissions/defects --out runs/h200 --resume
+  kernelgate run my_llm_samples/ --out runs/cluster --executor ray --ray-address auto   # after 'ray start'
 """
 
 
@@ -63,6 +64,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from harness.pipeline import EvalRequest, evaluate
     from harness.score.gates import Thresholds
 
+    if args.ray_address and args.executor != "ray":
+        raise SystemExit("kernelgate: error: --ray-address needs --executor ray")
+    if args.executor == "ray":
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            raise SystemExit("kernelgate: error: --executor ray needs the 'ray' package: pip install 'kernelgate[ray]'")
     device = args.device or envmod.default_device()
     reg = load_registry_from_args(args)
     if not args.allow_untrusted and not args.yes_execute:
@@ -91,11 +99,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         workload_tags=() if names else tags, workload_names=names, only_problems=tuple(args.only or ()),
         kernelbench_map=args.kernelbench_map, resume=args.resume, rerun=args.rerun, ceilings=ceilings,
         thresholds=Thresholds(args.tau_lib, args.tau_roof_memory, args.tau_roof_compute), progress=not args.no_progress,
-        shard=_parse_shard(args.shard),
+        shard=_parse_shard(args.shard), executor=args.executor, ray_address=args.ray_address,
     )
     try:
         results = evaluate(req)
-    except (ValueError, FileNotFoundError) as exc:
+    except (ValueError, FileNotFoundError, ConnectionError) as exc:
         raise SystemExit(f"kernelgate: error: {exc}")
     print()
     print(summary_table(results))
@@ -120,7 +128,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", choices=("cuda", "cpu"), help="default: the GPU if present, else the CPU path")
     p.add_argument("--gpus", help="comma-separated GPU indices to use, e.g. 0,1 (default 0)")
     p.add_argument("--jobs", type=int, default=1, help="candidates in flight at once (imports/compiles overlap; each "
-                   "device still runs one correctness+timing phase at a time). Default 1")
+                   "device still runs one correctness+timing phase at a time). Default 1; ignored with --executor ray")
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="local (default): run candidates on this machine. ray: one Ray task per candidate with one GPU "
+                   "each (one CPU on the CPU path), in a fresh Ray worker process, on every node of a Ray cluster; "
+                   "Ray assigns the GPUs (--gpus then only picks this machine's GPU for the environment snapshot) and "
+                   "--jobs is ignored; results are still written here only. Needs 'pip install kernelgate[ray]' and KernelGate installed on every node (see README "
+                   "'Many machines (Ray)')")
+    p.add_argument("--ray-address", metavar="ADDR",
+                   help="with --executor ray: the cluster to use, passed to ray.init. 'auto': the cluster this "
+                   "machine joined with 'ray start' (error if none); HOST:6379 or ray://HOST:10001: that cluster. "
+                   "Default: $RAY_ADDRESS, else a cluster started on this machine, else a private local one")
     p.add_argument("--tags", help="workload tags to run (default: gpu on a GPU, smoke on the CPU)")
     p.add_argument("--workloads", help="comma-separated workload names (overrides --tags)")
     p.add_argument("--only", action="append", metavar="PROBLEM", help="evaluate only candidates for this problem (repeatable)")
