@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -18,6 +19,7 @@ what happens to each candidate:
   4. one record per (candidate, workload) appended to OUT/results.jsonl
 
 examples:
+  kernelgate run submissions/* --out runs/h200 --leaderboard leaderboards/h200.json --report runs/h200/report
   kernelgate run submissions/triton-reference submissions/defects --out runs/h200
   kernelgate run my_llm_samples/ --problems ~/KernelBench/level1 --kernelbench-map auto --set N=256
   kernelgate run submissions/defects --out runs/h200 --resume
@@ -81,7 +83,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     opts = RunOptions(
         device=device, gpus=gpus, rounds=max(args.rounds, 5), base_seed=args.seed,
         compile_timeout_s=args.compile_timeout, round_timeout_s=args.round_timeout, timing_timeout_s=args.timing_timeout,
-        timing=TimingConfig.for_device(device, quick=args.quick), time_kernels=not args.no_timing, jobs=args.jobs,
+        timing=TimingConfig.for_device(device, quick=args.quick), time_kernels=not args.no_timing,
+        jobs=args.jobs or min(8, os.cpu_count() or 1),
         keep_scratch=args.keep_scratch, scratch_root=Path(args.scratch) if args.scratch else None,
         precompile=not args.no_precompile, sandbox=not args.no_sandbox,
     )
@@ -116,7 +119,29 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"ceilings ({'cached' if ceilings.get('cached') else 'measured now'}): "
               f"DRAM {ceilings['dram_bytes_per_s'] / 1e12:.3g} TB/s; "
               + ", ".join(f"{k} {v / 1e12:.3g} TFLOP/s" for k, v in ceilings["peaks_flops_per_s"].items()))
+    if args.leaderboard or args.report:
+        _derived_outputs(args, ceilings)
     return 0
+
+
+def _derived_outputs(args: argparse.Namespace, ceilings: dict | None) -> None:
+    """Regenerate the leaderboard / report from the whole results file (this run and earlier ones)."""
+    from harness.results.store import load_results
+
+    everything = load_results(Path(args.out))
+    if args.leaderboard:
+        from harness.report.leaderboard import build_leaderboard, format_leaderboard, write_leaderboard
+
+        lb = build_leaderboard(everything, source=str(Path(args.out) / "results.jsonl"))
+        write_leaderboard(Path(args.leaderboard), lb)
+        print()
+        print(format_leaderboard(lb))
+        print(f"leaderboard written to {args.leaderboard}")
+    if args.report:
+        from harness.report.html import write_report
+
+        html, md = write_report(everything, Path(args.report), ceilings=ceilings, source=str(args.out))
+        print(f"report written: {html}\n                {md}")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -124,6 +149,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("submissions", nargs="+", metavar="SUBMISSION_DIR", help="folder(s) of candidate .py files")
     p.add_argument("--out", default=str(default_out()), help="results folder (results.jsonl is appended; default: runs/latest)")
+    p.add_argument("--leaderboard", metavar="FILE.json", help="afterwards, regenerate this leaderboard JSON from OUT/results.jsonl")
+    p.add_argument("--report", metavar="DIR", help="afterwards, write the HTML + Markdown report of OUT/results.jsonl here")
     add_problem_args(p)
     p.add_argument("--device", choices=("cuda", "cpu"), help="default: the GPU if present, else the CPU path")
     p.add_argument("--gpus", help="comma-separated GPU indices to use, e.g. 0,1 (default 0)")

@@ -90,11 +90,14 @@ def test_run_kernelbench_folder_with_mapping_and_set(tmp_path, capsys):
     out = tmp_path / "out"
     code = main(["run", str(sub), "--device", "cpu", "--problems", str(ROOT / "tests" / "fixtures" / "kernelbench"),
                  "--kernelbench-map", "auto", "--set", "batch_size=4", "--set", "dim=256", "--only", "19_ReLU",
-                 "--out", str(out), "--no-progress", "--yes-execute"])
+                 "--out", str(out), "--no-progress", "--yes-execute", "--leaderboard", str(out / "lb.json"),
+                 "--report", str(out / "report")])
     assert code == 0
     text = capsys.readouterr().out
     assert "kb-run/level_1_problem_19_sample_0_kernel.py" in text and "PASSED" in text
     assert (out / "results.jsonl").exists()
+    assert (out / "lb.json").exists() and (out / "report" / "report.html").exists()
+    assert "kb-run" in text.split("leaderboard written")[0]
 
 
 def test_unreadable_problem_file_is_named_and_others_load(tmp_path, capsys):
