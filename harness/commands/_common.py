@@ -47,3 +47,22 @@ def table(rows: list[list[str]], headers: list[str]) -> str:
 
 def default_out() -> Path:
     return Path("runs") / "latest"
+
+
+def add_results_arg(p: argparse.ArgumentParser) -> None:
+    """``--results PATH...``: results folders (their results.jsonl) or .jsonl files."""
+    p.add_argument("--results", nargs="+", required=True, metavar="PATH",
+                   help="results folder(s) of 'kernelgate run --out' or results .jsonl file(s)")
+
+
+def load_results_or_exit(paths: list[str]):
+    """Every valid record of the given results files; exits with a message when a path or the records are missing."""
+    from harness.results.store import load_results
+
+    try:
+        results = load_results(paths)
+    except FileNotFoundError as exc:
+        raise SystemExit(f"kernelgate: error: {exc}")
+    if not results:
+        raise SystemExit(f"kernelgate: error: no result records in {', '.join(paths)}")
+    return results

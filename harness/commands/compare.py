@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.commands.leaderboard import add_results_arg, load_results_or_exit
+from harness.commands._common import add_results_arg, load_results_or_exit
 
 EPILOG = """\
 A is the baseline, B the challenger; a ratio t_B/t_A below 1 means B is faster. Each problem uses each

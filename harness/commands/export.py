@@ -42,7 +42,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     reg = load_registry_from_args(args)
     results = None
     if args.results:
-        from harness.commands.leaderboard import load_results_or_exit
+        from harness.commands._common import load_results_or_exit
 
         results = load_results_or_exit(args.results)
         if args.latest:

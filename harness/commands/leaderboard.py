@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from harness.commands._common import add_results_arg, load_results_or_exit
+
 EPILOG = """\
 The leaderboard is generated from the results records only (latest record per job); it is never edited.
 Ranking: mean speed-of-light score S over attempted workloads (failures count 0), then correctness rate,
@@ -16,25 +18,6 @@ examples:
   kernelgate leaderboard --results runs/h200 runs/h200-v2/results.jsonl --by category
   kernelgate leaderboard --results runs/h200 --out leaderboards/h200.json
 """
-
-
-def add_results_arg(p: argparse.ArgumentParser) -> None:
-    """``--results PATH...``: results folders (their results.jsonl) or .jsonl files."""
-    p.add_argument("--results", nargs="+", required=True, metavar="PATH",
-                   help="results folder(s) of 'kernelgate run --out' or results .jsonl file(s)")
-
-
-def load_results_or_exit(paths: list[str]):
-    """Every valid record of the given results files; exits with a message when a path or the records are missing."""
-    from harness.results.store import load_results
-
-    try:
-        results = load_results(paths)
-    except FileNotFoundError as exc:
-        raise SystemExit(f"kernelgate: error: {exc}")
-    if not results:
-        raise SystemExit(f"kernelgate: error: no result records in {', '.join(paths)}")
-    return results
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.commands.leaderboard import add_results_arg, load_results_or_exit
+from harness.commands._common import add_results_arg, load_results_or_exit
 
 EPILOG = """\
 Writes DIR/report.html (self-contained: inline CSS, charts embedded) and DIR/report.md (charts beside it

@@ -996,7 +996,7 @@ class _TritonKernel:
         var = snippet(loop.target) if isinstance(loop, ast.For) else "while"
         for i in range(len(ops)):
             for j in range(i + 1, len(ops)):
-                (fa, ba, aa, sa, xa), (fb, bb, ab, sb, xb) = ops[i], ops[j]
+                (_, ba, aa, sa, xa), (_, bb, ab, sb, xb) = ops[i], ops[j]
                 if ba & bb:
                     continue
                 free_a = _free_indices(aa, ab, reduction=reduction, **kw)

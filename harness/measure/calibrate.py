@@ -61,6 +61,13 @@ def _median_time_s(fn, sync, repeats: int, warmup: int = 3) -> float:
     return statistics.median(samples)
 
 
+def _copy_time_s(torch, device: str, nbytes: int, sync, repeats: int) -> float:
+    """Median time of one device-to-device copy of ``nbytes`` (the buffers are freed on return)."""
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).uniform_()
+    dst = torch.empty_like(src)
+    return _median_time_s(lambda: dst.copy_(src), sync, repeats)
+
+
 def measure(device: str, quick: bool = False) -> dict:
     """Measure the ceilings on ``device`` (``cuda`` or ``cpu``) in this process."""
     import torch
@@ -71,12 +78,8 @@ def measure(device: str, quick: bool = False) -> dict:
     out: dict = {"device": device, "repeats": repeats, "peaks_flops_per_s": {}, "method": {}}
 
     nbytes = (2 << 30) if cuda else (256 << 20)
-    src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).uniform_()
-    dst = torch.empty_like(src)
-    t = _median_time_s(lambda: dst.copy_(src), sync, repeats)
-    out["dram_bytes_per_s"] = 2 * nbytes / t
+    out["dram_bytes_per_s"] = 2 * nbytes / _copy_time_s(torch, device, nbytes, sync, repeats)
     out["method"]["dram"] = f"copy of {nbytes >> 20} MiB, bytes read + written, median of {repeats}"
-    del src, dst
 
     n = 8192 if cuda else 1024
     plan = {"fp32_simt": (torch.float32, False), "tf32": (torch.float32, True), "fp16": (torch.float16, None),
