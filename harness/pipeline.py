@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import ast
 import secrets
+import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from harness.candidates.discover import Candidate, discover
 from harness.execute.runner import Checker, RunOptions, Session, job_id
+from harness.execute.scheduler import run_pull
 from harness.problems.loader import Problem, Workload
 from harness.problems.registry import Registry
 from harness.records import EnvSnapshot, ErrorInfo, JobResult, Status
@@ -123,6 +124,15 @@ def screen_for(prob: Problem, ceilings: dict | None, thresholds: Any) -> Callabl
     return _screen
 
 
+def _env_for(env: EnvSnapshot, gpu: int) -> EnvSnapshot:
+    """The run's environment snapshot, with this GPU's own identity and clocks."""
+    import dataclasses
+
+    from harness import env as envmod
+
+    return dataclasses.replace(envmod.snapshot("cuda", gpu), sandbox=env.sandbox)
+
+
 def evaluate(req: EvalRequest) -> list[JobResult]:
     from harness.score.gates import Thresholds
 
@@ -186,6 +196,7 @@ def evaluate(req: EvalRequest) -> list[JobResult]:
     gpus = list(opts.gpus) if opts.device == "cuda" else [None]
     scratch_root = opts.scratch_root or (req.out_dir / ".scratch")
     opts.scratch_root = scratch_root
+    envs = {g: req.env if g in (None, gpus[0]) else _env_for(req.env, g) for g in gpus}
     checkers = {g: Checker(opts.device, g, scratch_root / f"checker-{g if g is not None else 'cpu'}") for g in gpus}
     locks = {g: threading.Lock() for g in gpus}
     bar = None
@@ -194,32 +205,29 @@ def evaluate(req: EvalRequest) -> list[JobResult]:
 
         bar = tqdm(total=len(tasks), desc="candidates", unit="cand", dynamic_ncols=True)
 
-    def one(i: int, task) -> list[JobResult]:
+    def run_task(task, g) -> list[JobResult]:
         cand, prob, wls, diags = task
-        g = gpus[i % len(gpus)]
-        sess = Session(cand, prob, wls, opts, req.env, run_id, checkers[g], locks[g], g, diags,
+        sess = Session(cand, prob, wls, opts, envs[g], run_id, checkers[g], locks[g], g, diags,
                        screen_for(prob, req.ceilings, thresholds))
         return sess.run()
 
+    def done(task, recs: list[JobResult]) -> None:
+        for r in recs:
+            emit(r)
+        if bar is not None:
+            bar.set_postfix_str(f"{task[0].rel_path[-40:]}", refresh=False)
+            bar.update(1)
+
     try:
-        with ThreadPoolExecutor(max_workers=max(1, opts.jobs)) as pool:
-            futs = {pool.submit(one, i, t): t for i, t in enumerate(tasks)}
-            for fut in as_completed(futs):
-                cand = futs[fut][0]
-                try:
-                    recs = fut.result()
-                except RuntimeError as exc:  # GPU unhealthy: stop scheduling, keep what we have
-                    for f in futs:
-                        f.cancel()
-                    raise RuntimeError(f"{exc}") from None
-                for r in recs:
-                    emit(r)
-                if bar is not None:
-                    bar.set_postfix_str(f"{cand.rel_path[-40:]}", refresh=False)
-                    bar.update(1)
+        report = run_pull(tasks, gpus, max(1, opts.jobs // len(gpus)), run_task, done)
     finally:
         if bar is not None:
             bar.close()
         for c in checkers.values():
             c.close()
+    for g, why in report.retired.items():
+        print(f"warning: device {g} retired: {why}", file=sys.stderr)
+    if report.not_run:
+        raise RuntimeError(f"{len(report.not_run)} candidate(s) not run: every device failed its health probe "
+                           f"({'; '.join(report.retired.values())}); rerun with --resume once the GPU is healthy")
     return results

@@ -106,7 +106,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     try:
         results = evaluate(req)
-    except (ValueError, FileNotFoundError, ConnectionError) as exc:
+    except (ValueError, FileNotFoundError, ConnectionError, RuntimeError) as exc:
         raise SystemExit(f"kernelgate: error: {exc}")
     print()
     print(summary_table(results))

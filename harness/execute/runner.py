@@ -98,10 +98,11 @@ def _drain(stream: Any, buf: CappedBuffer) -> None:
 
 def job_id(cand: Candidate, problem: Problem, workload: Workload, env: EnvSnapshot) -> str:
     """Content hash of everything a result depends on: an unchanged candidate on an
-    unchanged problem, workload, environment and harness version has the same id,
-    which is what ``--resume`` and the cache key on."""
+    unchanged problem, workload, environment (device model, driver, library
+    versions: not which physical GPU of that model) and harness version has the
+    same id, which is what ``--resume`` and the cache key on."""
     key = "|".join(map(str, (cand.sha256, problem.id, problem.version, workload.name, sorted(workload.params.items()),
-                             env.comparable_key(), env.device_uuid, __version__)))
+                             env.comparable_key(), __version__)))
     return hashlib.sha256(key.encode()).hexdigest()[:20]
 
 
@@ -292,11 +293,14 @@ class Session:
                 pass
             if not self.o.keep_scratch:
                 shutil.rmtree(scratch, ignore_errors=True)
-        if any(r.status in (Status.CRASHED, Status.TIMEOUT) for r in self.results.values()) and self.o.device == "cuda":
-            if not gpu_healthy(self.gpu or 0):
-                raise RuntimeError(f"GPU {self.gpu} failed its health probe after {self.c.rel_path}; stopping the run")
         self._fail_rest(Status.HARNESS_ERROR, {"type": "NoReport", "message": "the worker reported nothing for this workload"})
-        return [self.results[w.name] for w in self.workloads]
+        records = [self.results[w.name] for w in self.workloads]
+        faulted = any(r.status in (Status.CRASHED, Status.TIMEOUT, Status.RUNTIME_ERROR) for r in records)
+        if faulted and self.o.device == "cuda" and not gpu_healthy(self.gpu or 0):
+            from harness.execute.scheduler import DeviceUnhealthy
+
+            raise DeviceUnhealthy(f"GPU {self.gpu} failed its health probe after {self.c.rel_path}", records)
+        return records
 
     def _spec(self, cand_file: Path, scratch: Path, key: bytes) -> dict:
         return {

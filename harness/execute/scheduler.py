@@ -1,0 +1,84 @@
+"""Pull scheduler: every device takes the next candidate from one shared queue.
+
+Each device gets ``slots`` threads; a thread pulls the next task, runs it
+pinned to its device (the worker subprocess is spawned with that device
+visible), and pulls again when done. A device therefore never waits for a
+slow candidate assigned to another one (no lock-step batches, no round-robin
+assignment at submission time). Several slots per device let imports and
+compiles overlap; the per-device lock taken by :class:`Session` keeps each
+device's correctness and timing phases exclusive.
+
+A device whose health probe fails after a crash is retired: its threads stop
+pulling, the other devices carry on, and when none is left the remaining
+tasks are reported as not run.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Hashable, Iterable
+
+
+class DeviceUnhealthy(RuntimeError):
+    """Raised by a task runner when its device failed the post-crash health probe."""
+
+    def __init__(self, message: str, records: list | None = None):
+        super().__init__(message)
+        self.records = records or []
+
+
+@dataclass
+class ScheduleReport:
+    done: int = 0
+    retired: dict = field(default_factory=dict)
+    """device -> reason, for devices taken out of service."""
+    not_run: list = field(default_factory=list)
+    per_device: dict = field(default_factory=dict)
+    """device -> number of tasks it ran."""
+
+
+def run_pull(tasks: Iterable[Any], devices: list[Hashable], slots_per_device: int,
+             run_task: Callable[[Any, Hashable], list], on_done: Callable[[Any, list], None]) -> ScheduleReport:
+    """Run every task on some device; ``on_done(task, records)`` is called under a lock, in completion order."""
+    q: "queue.Queue[Any]" = queue.Queue()
+    for t in tasks:
+        q.put(t)
+    report = ScheduleReport(per_device={d: 0 for d in devices})
+    lock = threading.Lock()
+    retired: set = set()
+
+    def loop(device: Hashable) -> None:
+        while device not in retired:
+            try:
+                task = q.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                records = run_task(task, device)
+            except DeviceUnhealthy as exc:
+                with lock:
+                    retired.add(device)
+                    report.retired[device] = str(exc)
+                    report.per_device[device] += 1
+                    report.done += 1
+                    on_done(task, exc.records)
+                return
+            with lock:
+                report.per_device[device] += 1
+                report.done += 1
+                on_done(task, records)
+
+    threads = [threading.Thread(target=loop, args=(d,), name=f"kg-slot-{d}-{k}", daemon=True)
+               for d in devices for k in range(max(1, slots_per_device))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    while True:
+        try:
+            report.not_run.append(q.get_nowait())
+        except queue.Empty:
+            break
+    return report
