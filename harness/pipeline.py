@@ -194,7 +194,8 @@ def evaluate(req: EvalRequest) -> list[JobResult]:
         return results
 
     gpus = list(opts.gpus) if opts.device == "cuda" else [None]
-    scratch_root = opts.scratch_root or (req.out_dir / ".scratch")
+    # absolute: workers run with their scratch folder as working directory
+    scratch_root = Path(opts.scratch_root or (req.out_dir / ".scratch")).resolve()
     opts.scratch_root = scratch_root
     envs = {g: req.env if g in (None, gpus[0]) else _env_for(req.env, g) for g in gpus}
     checkers = {g: Checker(opts.device, g, scratch_root / f"checker-{g if g is not None else 'cpu'}") for g in gpus}

@@ -242,7 +242,7 @@ class Session:
 
     # ------------------------------------------------------------------ process
     def run(self) -> list[JobResult]:
-        root = self.o.scratch_root or Path(os.environ.get("TMPDIR", "/tmp"))
+        root = Path(self.o.scratch_root or os.environ.get("TMPDIR", "/tmp")).resolve()
         scratch = Path(root) / f"kg-{self.run_id[:8]}-{self.c.sha256[:12]}-{secrets.token_hex(3)}"
         for sub in ("tmp", "handoff", "triton-cache", "tilelang-cache", "cache"):
             (scratch / sub).mkdir(parents=True, exist_ok=True)

@@ -127,3 +127,13 @@ def test_missing_submission_folder_is_a_clear_error(tmp_path):
     with pytest.raises(SystemExit, match="not a folder"):
         main(["run", str(tmp_path / "nope"), "--device", "cpu", "--out", str(tmp_path / "o"), "--no-timing",
               "--no-progress", "--yes-execute"])
+
+
+def test_run_with_relative_out_folder(tmp_path, monkeypatch, capsys):
+    """The README's command uses a relative --out; workers run elsewhere, so every path they get is absolute."""
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "gelu.py").write_text((ROOT / "tests" / "execute" / "fixtures" / "mixed" / "gelu.py").read_text())
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "sub", "--device", "cpu", "--out", "runs/rel", "--no-timing", "--no-progress", "--yes-execute"]) == 0
+    assert "PASSED" in capsys.readouterr().out
