@@ -312,7 +312,8 @@ class Session:
             "workloads": [{
                 "name": w.name, "params": w.params, "dtype": w.dtype, "allow_tf32": w.allow_tf32,
                 "model_seed": round_seed(self.o.base_seed, w.name, -1),
-                "round_seeds": [round_seed(self.o.base_seed, w.name, r) for r in range(self.o.rounds)],
+                "warm_seed": round_seed(self.o.base_seed, w.name, -2),
+                "rounds": self.o.rounds,
             } for w in self.workloads],
         }
 
@@ -358,7 +359,7 @@ class Session:
             w = by_name[msg["workload"]]
             self._acquire()
             try:
-                chan.send({"cmd": "go"})
+                chan.send({"cmd": "go", "seed": round_seed(self.o.base_seed, w.name, 0)})
                 self._workload(chan, w)
             finally:
                 self._release()
@@ -403,7 +404,10 @@ class Session:
                 self._recv(chan, o.round_timeout_s, "finishing the workload")
                 return
             rounds_passed += 1
-            chan.send({"cmd": "next" if r + 1 < o.rounds else "last"})
+            if r + 1 < o.rounds:
+                chan.send({"cmd": "next", "seed": round_seed(o.base_seed, w.name, r + 1)})
+            else:
+                chan.send({"cmd": "last"})
         if lowered:
             from harness.diagnose.lint import lint_cuda_source
 

@@ -11,17 +11,20 @@ Protocol (every message after the first is HMAC-signed, see channel.py)::
     worker -> parent   {"event": "imported"} | {"event": "fatal", ...}
     for each workload:
       worker -> parent {"event": "want_device", "workload": w}
-      parent -> worker {"cmd": "go"}                      device is ours alone
+      parent -> worker {"cmd": "go", "seed": s0}         device is ours alone
       for each round:
         worker -> parent {"event": "round", ...facts, "output_path": p}
-        parent -> worker {"cmd": "next"} | {"cmd": "stop"}
+        parent -> worker {"cmd": "next", "seed": s1} | {"cmd": "last"} | {"cmd": "stop"}
       parent -> worker {"cmd": "time"} | {"cmd": "skip"}
       worker -> parent {"event": "timing", ...raw samples} | {"event": "workload_done"}
     worker -> parent   {"event": "done"}
 
 The worker reports *facts* (exceptions, launch counts, aten ops, mutated
 inputs, new threads); the parent decides statuses. Reference outputs never
-enter this process: outputs are saved for the trusted checker.
+enter this process: outputs are saved for the trusted checker. Round seeds
+arrive one at a time, when the round starts: candidate code that reads the
+worker's memory cannot learn the inputs of later rounds (and precompute or
+cache their answers); the run's base seed never leaves the parent.
 """
 
 from __future__ import annotations
@@ -171,7 +174,7 @@ def run(spec: dict, chan: Any) -> None:
             # device lock, so compiles overlap with other candidates' timing.
             # Errors here are ignored: the correctness rounds report them.
             try:
-                warm = make_inputs(module, dtype, device, w["round_seeds"][0], 0, spec["input_transform"])
+                warm = make_inputs(module, dtype, device, w["warm_seed"], 0, spec["input_transform"])
                 with torch.no_grad():
                     new_model(*warm)
                 torch.cuda.synchronize()
@@ -185,10 +188,11 @@ def run(spec: dict, chan: Any) -> None:
         cmd = chan.recv()
         if not cmd or cmd.get("cmd") != "go":
             return
+        seed = int(cmd["seed"])
 
         timing_sets: list[list] = []
         stopped = False
-        for r, seed in enumerate(w["round_seeds"]):
+        for r in range(w["rounds"]):
             try:
                 inputs = make_inputs(module, dtype, device, seed, r, spec["input_transform"])
             except BaseException as exc:  # noqa: BLE001 - e.g. a CUDA error left behind by the candidate
@@ -243,6 +247,7 @@ def run(spec: dict, chan: Any) -> None:
             if not reply or reply.get("cmd") not in ("next", "last"):
                 stopped = True
                 break
+            seed = int(reply.get("seed", -1))
             del out, outs
         if stopped:
             chan.send({"event": "workload_done", "workload": name})
