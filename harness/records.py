@@ -295,6 +295,10 @@ class JobResult:
     """Hash of the problem file, copied so a result always names what it was scored against."""
     allow_tf32: bool = False
     """Whether TF32 was permitted (for candidate and library alike) in this workload."""
+    phase_s: dict | None = None
+    """Wall seconds per phase as the parent saw them: ``startup_s`` (interpreter, torch, guards),
+    ``import_s`` (the candidate module), ``build_s`` (models, precompile), ``wait_s`` (for the
+    device lock), ``correctness_s``, ``timing_s``; the first two are shared by a candidate's workloads."""
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict:

@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -216,6 +217,8 @@ class Session:
         self.diagnostics, self.screen = diagnostics, screen
         self.results: dict[str, JobResult] = {}
         self.lock_held = False
+        self._clock = time.monotonic()
+        self._phases: dict[str, dict[str, float]] = {"*": {}}
 
     # ------------------------------------------------------------------ records
     def _record(self, w: Workload, status: Status, *, error: dict | ErrorInfo | None = None,
@@ -236,6 +239,12 @@ class Session:
             allow_tf32=w.allow_tf32,
         )
 
+    def _lap(self, key: str, phase: str) -> None:
+        """Charge the wall time since the last lap to ``phase`` of ``key`` (a workload, or '*' for the candidate)."""
+        now = time.monotonic()
+        self._phases.setdefault(key, {})[phase] = round(now - self._clock, 4)
+        self._clock = now
+
     def _fail_rest(self, status: Status, error: dict) -> None:
         for w in self.workloads:
             self._record(w, status, error=error)
@@ -252,6 +261,7 @@ class Session:
         c2p_r, c2p_w = os.pipe()
         out_buf, err_buf = CappedBuffer(), CappedBuffer()
         key = secrets.token_bytes(32)
+        self._clock = time.monotonic()
         proc = subprocess.Popen(
             [sys.executable, "-m", "harness.execute.worker", "--in-fd", str(p2c_r), "--out-fd", str(c2p_w)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(p2c_r, c2p_w),
@@ -294,7 +304,9 @@ class Session:
             if not self.o.keep_scratch:
                 shutil.rmtree(scratch, ignore_errors=True)
         self._fail_rest(Status.HARNESS_ERROR, {"type": "NoReport", "message": "the worker reported nothing for this workload"})
-        records = [self.results[w.name] for w in self.workloads]
+        shared = self._phases["*"]
+        records = [self.results[w.name].replace(phase_s={**shared, **self._phases.get(w.name, {})})
+                   for w in self.workloads]
         faulted = any(r.status in (Status.CRASHED, Status.TIMEOUT, Status.RUNTIME_ERROR) for r in records)
         if faulted and self.o.device == "cuda" and not gpu_healthy(self.gpu or 0):
             from harness.execute.scheduler import DeviceUnhealthy
@@ -341,7 +353,9 @@ class Session:
         if msg.get("event") != "ready":
             raise _Died(f"unexpected first message {msg}")
         self.env = dataclasses.replace(self.env, sandbox=str(msg.get("sandbox", "none"))[:200])
+        self._lap("*", "startup_s")
         msg = self._recv(chan, o.compile_timeout_s, "importing the candidate")
+        self._lap("*", "import_s")
         if msg.get("event") == "fatal":
             self._fail_rest(Status(msg["status"]), msg["error"])
             return
@@ -357,7 +371,9 @@ class Session:
             if ev != "want_device":
                 raise _Died(f"unexpected message {ev!r}")
             w = by_name[msg["workload"]]
+            self._lap(w.name, "build_s")
             self._acquire()
+            self._lap(w.name, "wait_s")
             try:
                 chan.send({"cmd": "go", "seed": round_seed(self.o.base_seed, w.name, 0)})
                 self._workload(chan, w)
@@ -397,6 +413,7 @@ class Session:
             except (KeyError, OSError):
                 pass
             if failed is not None:
+                self._lap(w.name, "correctness_s")
                 if "error" not in msg:  # after a clean forward the worker waits for our word
                     chan.send({"cmd": "stop"})
                 corr = CorrectnessStats(r + 1, rounds_passed, max_abs, max_excess, w.atol, w.rtol, r, failed[1])
@@ -411,6 +428,8 @@ class Session:
         if lowered:
             from harness.diagnose.lint import lint_cuda_source
 
+            self._lap(w.name, "correctness_s")
+
             findings = tuple(f.to_dict() for src in lowered for f in lint_cuda_source(src))
             digest = hashlib.sha256("".join(lowered).encode()).hexdigest()[:16]
             self._record(w, Status.LOWERED, warnings=(f"lowered {len(lowered)} TileLang kernel(s) to CUDA source (sha256 {digest}); "
@@ -418,6 +437,7 @@ class Session:
             self._recv(chan, o.round_timeout_s, "finishing the workload")
             return
         corr = CorrectnessStats(o.rounds, rounds_passed, max_abs, max_excess, w.atol, w.rtol)
+        self._lap(w.name, "correctness_s")
         if lib_excess > 1.0:
             warnings.append(f"the library's own output exceeds the tolerance by {lib_excess:.2f}x against float64; "
                             "the tolerance was widened to 1.5x the library's error")
@@ -428,6 +448,7 @@ class Session:
             return
         chan.send({"cmd": "time"})
         msg = self._recv(chan, o.timing_timeout_s, f"timing '{w.name}'")
+        self._lap(w.name, "timing_s")
         if msg.get("event") == "timing_error":
             self._record(w, Status.RUNTIME_ERROR, error=msg["error"], correctness=corr)
             return

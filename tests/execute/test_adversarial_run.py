@@ -69,6 +69,7 @@ def test_good_candidate_is_timed_on_cpu_and_labelled(run_results):
     assert good.correctness.rounds_passed == good.correctness.rounds_run >= 5
     assert good.timing.timer == "host_perf_counter" and good.library_timing is not None
     assert good.env.device_kind == "cpu"
+    assert {"startup_s", "import_s", "build_s", "wait_s", "correctness_s", "timing_s"} <= set(good.phase_s)
 
 
 def test_unknown_problem_suggests_a_name(run_results):
