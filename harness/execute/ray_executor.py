@@ -65,6 +65,7 @@ from typing import Any, Callable, Sequence
 
 from harness.candidates.discover import Candidate
 from harness.execute.runner import RunOptions
+from harness.execute.scheduler import DeviceUnhealthy
 from harness.problems.loader import Problem, Workload
 from harness.records import EnvSnapshot, ErrorInfo, JobResult, Status
 
@@ -76,10 +77,6 @@ TRACEBACK_TAIL_CHARS = 3000
 
 class NodeSetupError(Exception):
     """The node cannot produce results comparable with the driver's (harness or library versions, device)."""
-
-
-class DeviceUnhealthy(RuntimeError):
-    """The Session's GPU failed its health probe after a crash or timeout; the driver stops the run."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +174,7 @@ def run_task(task: RayTask) -> list[dict]:
                        task.diagnostics, screen_for(prob, task.ceilings, task.thresholds))
         try:
             records = sess.run()
-        except RuntimeError as exc:
+        except DeviceUnhealthy as exc:
             raise DeviceUnhealthy(f"node {socket.gethostname()}: {exc}") from None
         return [r.to_dict() for r in records]
     finally:

@@ -60,7 +60,7 @@ def _submission(folder: Path) -> Path:
 def _instrumented(log: Path, kill: Callable[[str, int], bool] = lambda name, attempt: False,
                   raise_runtime: str = ""):
     """``run_task`` that logs each attempt, kills its Ray worker when ``kill(name, attempt)``, and makes
-    the Session raise RuntimeError (as a failed GPU health probe does) for the file named ``raise_runtime``.
+    the Session raise DeviceUnhealthy (as a failed GPU health probe does) for the file named ``raise_runtime``.
 
     A nested function, so Ray's cloudpickle ships it by value to the workers;
     the real ``run_task`` it calls is shipped by reference.
@@ -75,9 +75,10 @@ def _instrumented(log: Path, kill: Callable[[str, int], bool] = lambda name, att
             os._exit(1)
         if name == raise_runtime:  # this Ray worker process runs one task only, so the patch dies with it
             from harness.execute import runner
+            from harness.execute.scheduler import DeviceUnhealthy
 
             def probe_failed(self):
-                raise RuntimeError(f"GPU 0 failed its health probe after {self.c.rel_path}; stopping the run")
+                raise DeviceUnhealthy(f"GPU 0 failed its health probe after {self.c.rel_path}; stopping the run")
             runner.Session.run = probe_failed
         return real(task)
     return run_task
