@@ -12,6 +12,11 @@
   target (default sm_90a) and returns a stub that raises
   :class:`LoweredOnly` when launched, so a candidate's forward runs up to its
   first TileLang launch and the lowered source is kept for inspection.
+* Dry launches (GPU precompile): inside :func:`dry_launches`, a Triton launch
+  compiles its kernel without launching it, and an autotuned Triton kernel
+  compiles every config without benchmarking any (the choice is left to the
+  first real call, which runs under the device lock). The compile, the slow
+  part, then overlaps other candidates' timing while the GPU work does not.
 """
 
 from __future__ import annotations
@@ -22,6 +27,21 @@ from typing import Any
 
 class LoweredOnly(Exception):
     """Raised by a TileLang kernel stub on a machine that cannot execute it."""
+
+
+class _Dry:
+    active = False
+
+
+class dry_launches:
+    """Context manager: Triton launches compile only; autotuners compile all configs, pick none."""
+
+    def __enter__(self) -> "dry_launches":
+        _Dry.active = True
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _Dry.active = False
 
 
 class LaunchCounter:
@@ -59,11 +79,32 @@ def install_triton_counter() -> bool:
         orig = cls.run
 
         def run(self, *args, _orig=orig, **kwargs):
+            if _Dry.active and "warmup" in kwargs:
+                kwargs["warmup"] = True
             if not kwargs.get("warmup", False):
                 COUNTER.triton += 1
             return _orig(self, *args, **kwargs)
 
         cls.run = run
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except Exception:  # noqa: BLE001
+        return True
+    orig_tune = Autotuner.run
+
+    def tune(self, *args, **kwargs):
+        if not _Dry.active:
+            return orig_tune(self, *args, **kwargs)
+        # compile every config (errors such as out-of-resources are the real
+        # call's business), never benchmark, never fill the autotuner's cache
+        for config in self.configs:
+            try:
+                self.fn.run(*args, **{**kwargs, **config.all_kwargs()})
+            except Exception:  # noqa: BLE001
+                pass
+        return None
+
+    Autotuner.run = tune
     return True
 
 

@@ -217,6 +217,7 @@ class Session:
         self.diagnostics, self.screen = diagnostics, screen
         self.results: dict[str, JobResult] = {}
         self.lock_held = False
+        self._probe: tuple[bool, float] | None = None
         self._clock = time.monotonic()
         self._phases: dict[str, dict[str, float]] = {"*": {}}
 
@@ -288,8 +289,9 @@ class Session:
             msg = f"worker ended unexpectedly ({how}): {exc}" if status is Status.CRASHED else f"result channel tampered: {exc}"
             self._fail_rest(status, {"type": type(exc).__name__, "message": msg, "traceback_tail": err_buf.text()[-3000:]})
         finally:
-            self._release()
             self._kill(proc)
+            self._probe_after_fault()  # still holding the device: nothing is timed on a GPU being probed
+            self._release()
             for t in drains:
                 t.join(timeout=5)
             for fd_obj in (self._reader,):
@@ -307,12 +309,27 @@ class Session:
         shared = self._phases["*"]
         records = [self.results[w.name].replace(phase_s={**shared, **self._phases.get(w.name, {})})
                    for w in self.workloads]
-        faulted = any(r.status in (Status.CRASHED, Status.TIMEOUT, Status.RUNTIME_ERROR) for r in records)
-        if faulted and self.o.device == "cuda" and not gpu_healthy(self.gpu or 0):
-            from harness.execute.scheduler import DeviceUnhealthy
+        if self._probe is not None:
+            healthy, seconds = self._probe
+            note = (f"GPU {self.gpu or 0} health probe after this fault: {'passed' if healthy else 'FAILED'} "
+                    f"in {seconds:.1f} s")
+            records = [r.replace(warnings=r.warnings + (note,)) for r in records]
+            if not healthy:
+                from harness.execute.scheduler import DeviceUnhealthy
 
-            raise DeviceUnhealthy(f"GPU {self.gpu} failed its health probe after {self.c.rel_path}", records)
+                raise DeviceUnhealthy(f"GPU {self.gpu} failed its health probe after {self.c.rel_path}", records)
         return records
+
+    def _probe_after_fault(self) -> None:
+        """After a crash, kill or CUDA error on a GPU, check in a fresh process that the GPU still works."""
+        faulted = any(r.status in (Status.CRASHED, Status.TIMEOUT, Status.RUNTIME_ERROR) for r in self.results.values())
+        if not faulted or self.o.device != "cuda":
+            return
+        if not self.lock_held:
+            self.lock.acquire()
+            self.lock_held = True
+        t0 = time.monotonic()
+        self._probe = (gpu_healthy(self.gpu or 0), time.monotonic() - t0)
 
     def _spec(self, cand_file: Path, scratch: Path, key: bytes) -> dict:
         return {

@@ -62,3 +62,47 @@ def test_all_devices_retired_leaves_tasks_not_run():
 
     report = run_pull(range(5), [0], 2, run_task, lambda t, r: None)
     assert report.retired and len(report.not_run) == 5 - report.done
+
+
+def _faulted_session(monkeypatch, healthy: bool):
+    """A Session after a TIMEOUT on 'cuda', with the probe faked (no GPU here)."""
+    from types import SimpleNamespace
+
+    from harness.execute import runner
+    from harness.records import Status
+
+    calls = []
+    lock = threading.Lock()
+
+    def probe(gpu):
+        calls.append((gpu, lock.locked()))
+        return healthy
+
+    monkeypatch.setattr(runner, "gpu_healthy", probe)
+    s = runner.Session.__new__(runner.Session)
+    s.o, s.gpu, s.lock, s.lock_held, s._probe = SimpleNamespace(device="cuda"), 1, lock, False, None
+    s.results = {"w": SimpleNamespace(status=Status.TIMEOUT)}
+    return s, calls
+
+
+def test_gpu_probed_after_fault_while_holding_the_device(monkeypatch):
+    s, calls = _faulted_session(monkeypatch, healthy=True)
+    s._probe_after_fault()
+    assert calls == [(1, True)]  # nothing else is timed on the GPU while it is probed
+    assert s._probe[0] is True and s.lock_held
+    s._release()
+    assert not s.lock.locked()
+
+
+def test_no_probe_without_fault_or_on_cpu(monkeypatch):
+    from types import SimpleNamespace
+
+    from harness.records import Status
+
+    s, calls = _faulted_session(monkeypatch, healthy=True)
+    s.results = {"w": SimpleNamespace(status=Status.PASSED)}
+    s._probe_after_fault()
+    s.results = {"w": SimpleNamespace(status=Status.CRASHED)}
+    s.o = SimpleNamespace(device="cpu")
+    s._probe_after_fault()
+    assert calls == [] and s._probe is None
