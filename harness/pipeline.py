@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness.candidates.discover import Candidate, discover
+from harness.execute.gate import DeviceGate
 from harness.execute.runner import Checker, RunOptions, Session, job_id
 from harness.execute.scheduler import run_pull
 from harness.problems.loader import Problem, Workload
@@ -198,8 +199,10 @@ def evaluate(req: EvalRequest) -> list[JobResult]:
     scratch_root = Path(opts.scratch_root or (req.out_dir / ".scratch")).resolve()
     opts.scratch_root = scratch_root
     envs = {g: req.env if g in (None, gpus[0]) else _env_for(req.env, g) for g in gpus}
-    checkers = {g: Checker(opts.device, g, scratch_root / f"checker-{g if g is not None else 'cpu'}") for g in gpus}
-    locks = {g: threading.Lock() for g in gpus}
+    slots = max(1, opts.check_slots) if opts.device == "cuda" else 1  # on CPU the checks would share the timed cores
+    checkers = {g: Checker(opts.device, g, scratch_root / f"checker-{g if g is not None else 'cpu'}", size=slots)
+                for g in gpus}
+    locks = {g: DeviceGate(slots) for g in gpus}
     bar = None
     if req.progress:
         from tqdm import tqdm

@@ -44,7 +44,7 @@ only=(); for p in ${KG_ONLY:-}; do only+=(--only "$p"); done
 bundle() {
   echo "bundle start $(( $(date +%s) - t_start )) s"
   timeout "$budget" python3 -m harness run submissions/triton-reference submissions/tilelang-reference submissions/defects \
-     --device cuda --gpus 0 --out "$OUT/bundle" --scratch $scratch/b --jobs "${KG_JOBS:-12}" --quick --yes-execute \
+     --device cuda --gpus 0 --out "$OUT/bundle" --scratch $scratch/b --jobs "${KG_JOBS:-12}" --check-slots 3 --quick --yes-execute \
      --no-progress --compile-timeout 300 "${only[@]}" 2>&1
   echo "bundle exit $? after $(( $(date +%s) - t_start )) s"
 }

@@ -86,7 +86,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         timing=TimingConfig.for_device(device, quick=args.quick), time_kernels=not args.no_timing,
         jobs=args.jobs or min(8, os.cpu_count() or 1),
         keep_scratch=args.keep_scratch, scratch_root=Path(args.scratch) if args.scratch else None,
-        precompile=not args.no_precompile, sandbox=not args.no_sandbox,
+        precompile=not args.no_precompile, sandbox=not args.no_sandbox, check_slots=args.check_slots,
     )
     snap = envmod.snapshot(device, gpus[0])
     ceilings = None
@@ -154,8 +154,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_problem_args(p)
     p.add_argument("--device", choices=("cuda", "cpu"), help="default: the GPU if present, else the CPU path")
     p.add_argument("--gpus", help="comma-separated GPU indices to use, e.g. 0,1 (default 0)")
-    p.add_argument("--jobs", type=int, default=1, help="candidates in flight at once (imports/compiles overlap; each "
-                   "device still runs one correctness+timing phase at a time). Default 1; ignored with --executor ray")
+    p.add_argument("--jobs", type=int, default=1, help="candidates in flight at once (imports and compiles overlap; "
+                   "up to --check-slots of them check correctness on a GPU together, and each GPU times one at a time, "
+                   "alone). Default 1; ignored with --executor ray")
     p.add_argument("--executor", choices=("local", "ray"), default="local",
                    help="local (default): run candidates on this machine. ray: one Ray task per candidate with one GPU "
                    "each (one CPU on the CPU path), in a fresh Ray worker process, on every node of a Ray cluster; "
@@ -187,8 +188,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tau-roof-compute", type=float, default=0.25, help="U_roof gate for compute-bound workloads (default 0.25)")
     p.add_argument("--scratch", metavar="DIR", help="where candidates' scratch folders go (default OUT/.scratch); "
                    "a tmpfs such as /dev/shm/kg speeds up GPU-sized output hand-off")
-    p.add_argument("--no-precompile", action="store_true", help="GPU: compile inside the exclusive device phase "
-                   "(slower, but no other candidate's GPU work can overlap a timing window)")
+    p.add_argument("--no-precompile", action="store_true", help="GPU: skip the dry forward that compiles each kernel "
+                   "before the candidate asks for the GPU (compiles then happen in its correctness phase)")
+    p.add_argument("--check-slots", type=int, default=3, metavar="N",
+                   help="GPU: candidates whose correctness rounds may share one GPU at once (default 3); timing "
+                        "always has the GPU to itself. 1 = one candidate on the GPU at a time")
     p.add_argument("--no-sandbox", action="store_true", help="do not apply the Landlock sandbox in the workers "
                    "(recorded in each result's env.sandbox)")
     p.add_argument("--keep-scratch", action="store_true", help="keep each candidate's scratch folder (debugging)")

@@ -58,7 +58,6 @@ import os
 import shutil
 import socket
 import tempfile
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -144,6 +143,7 @@ def run_task(task: RayTask) -> list[dict]:
     DeviceUnhealthy when the GPU fails its health probe after a crash (the
     Session's RuntimeError; the driver then stops the run, as a local run does).
     """
+    from harness.execute.gate import DeviceGate
     from harness.execute.runner import Checker, Session
     from harness.pipeline import screen_for
 
@@ -170,7 +170,7 @@ def run_task(task: RayTask) -> list[dict]:
         opts = dataclasses.replace(task.options, scratch_root=task_dir / "scratch", jobs=1,
                                    gpus=(gpu,) if gpu is not None else task.options.gpus)
         checker = Checker(opts.device, gpu, task_dir / "checker")
-        sess = Session(cand, prob, list(task.workloads), opts, task.env, task.run_id, checker, threading.Lock(), gpu,
+        sess = Session(cand, prob, list(task.workloads), opts, task.env, task.run_id, checker, DeviceGate(1), gpu,
                        task.diagnostics, screen_for(prob, task.ceilings, task.thresholds))
         try:
             records = sess.run()

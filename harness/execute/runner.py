@@ -8,8 +8,9 @@ group that is killed whole on timeout. Reference outputs are computed and
 compared by a separate trusted process (:mod:`harness.execute.checker`).
 
 Several candidates may be in flight at once (``jobs``): imports and compiles
-overlap, while each device runs one candidate's correctness and timing phase
-at a time (a lock per device, taken when the worker asks for the device).
+overlap; on each device up to a few candidates run their correctness rounds
+side by side, and one at a time is timed with the device to itself
+(:class:`harness.execute.gate.DeviceGate`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import Any, Callable
 from harness import __version__
 from harness.candidates.discover import Candidate
 from harness.execute.channel import ChannelError, Endpoint, send_raw_json
+from harness.execute.gate import DeviceGate
 from harness.execute.inputs import N_ROUNDS_MIN, round_seed
 from harness.measure.timing import TimingConfig, summarize
 from harness.problems.loader import Problem, Workload
@@ -59,11 +61,13 @@ class RunOptions:
     keep_scratch: bool = False
     scratch_root: Path | None = None
     precompile: bool = True
+    """GPU: run one dry forward (compile, no launches) before asking for the device (overlaps compiles)."""
     sandbox: bool = True
     """Apply the Landlock sandbox (harness.execute.sandbox) in each worker."""
     max_file_bytes: int = 4 << 30
     """RLIMIT_FSIZE of the worker: no single file it writes (outputs included) may exceed this."""
-    """GPU: run one untimed forward before taking the device lock (overlaps compiles)."""
+    check_slots: int = 3
+    """GPU: candidates whose correctness rounds may share one device at once (timing is always exclusive)."""
 
 
 class CappedBuffer:
@@ -151,41 +155,60 @@ def scrubbed_env(scratch: Path, device: str, gpu: int | None) -> dict[str, str]:
 
 
 class Checker:
-    """Handle on the trusted reference-checker subprocess (one per device)."""
+    """Handle on the trusted reference-checker subprocesses of one device (a pool of ``size``).
 
-    def __init__(self, device: str, gpu: int | None, scratch: Path):
+    Each compare goes to a free process, so the correctness phases that share
+    a GPU (see :mod:`harness.execute.gate`) are checked side by side.
+    """
+
+    def __init__(self, device: str, gpu: int | None, scratch: Path, size: int = 1):
+        import queue
+
         env = scrubbed_env(scratch, device, gpu)
         env.pop("TRITON_INTERPRET", None)
         scratch.mkdir(parents=True, exist_ok=True)
         (scratch / "tmp").mkdir(exist_ok=True)
-        self._lock = threading.Lock()
         self._stderr = CappedBuffer()
-        self.proc = subprocess.Popen(
+        self.procs = [subprocess.Popen(
             [sys.executable, "-m", "harness.execute.checker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, env=env, cwd=scratch, start_new_session=True,
-        )
-        threading.Thread(target=_drain, args=(self.proc.stderr, self._stderr), daemon=True).start()
+        ) for _ in range(max(1, size))]
+        self._free: "queue.Queue[subprocess.Popen]" = queue.Queue()
+        for proc in self.procs:
+            threading.Thread(target=_drain, args=(proc.stderr, self._stderr), daemon=True).start()
+            self._free.put(proc)
+
+    @property
+    def proc(self) -> subprocess.Popen:  # the first one (tests, diagnostics)
+        return self.procs[0]
 
     def compare(self, req: dict) -> dict:
         import json
 
-        with self._lock:
-            assert self.proc.stdin and self.proc.stdout
-            self.proc.stdin.write((json.dumps(req) + "\n").encode())
-            self.proc.stdin.flush()
-            line = self.proc.stdout.readline()
+        proc = self._free.get()
+        try:
+            assert proc.stdin and proc.stdout
+            proc.stdin.write((json.dumps(req) + "\n").encode())
+            proc.stdin.flush()
+            line = proc.stdout.readline()
+        except (BrokenPipeError, OSError):
+            line = b""
+        finally:
+            self._free.put(proc)
         if not line:
             return {"ok": False, "status": "HARNESS_ERROR", "detail": "reference checker died: " + self._stderr.text()[-2000:]}
         return json.loads(line)
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            assert self.proc.stdin
-            self.proc.stdin.close()
+        for proc in self.procs:
+            if proc.poll() is None:
+                assert proc.stdin
+                proc.stdin.close()
+        for proc in self.procs:
             try:
-                self.proc.wait(timeout=10)
+                proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                proc.kill()
 
 
 def gpu_healthy(gpu: int) -> bool:
@@ -210,13 +233,13 @@ class Session:
     """Runs one candidate in one worker process and turns its reports into records."""
 
     def __init__(self, cand: Candidate, problem: Problem, workloads: list[Workload], opts: RunOptions, env: EnvSnapshot,
-                 run_id: str, checker: Checker, device_lock: threading.Lock, gpu: int | None,
+                 run_id: str, checker: Checker, device_lock: DeviceGate, gpu: int | None,
                  diagnostics: tuple[dict, ...], screen: Callable[..., Any] | None):
         self.c, self.p, self.workloads, self.o = cand, problem, workloads, opts
         self.env, self.run_id, self.checker, self.lock, self.gpu = env, run_id, checker, device_lock, gpu
         self.diagnostics, self.screen = diagnostics, screen
         self.results: dict[str, JobResult] = {}
-        self.lock_held = False
+        self.lock_held = ""  # "", "shared" (correctness) or "exclusive" (timing, probe)
         self._probe: tuple[bool, float] | None = None
         self._clock = time.monotonic()
         self._phases: dict[str, dict[str, float]] = {"*": {}}
@@ -325,9 +348,7 @@ class Session:
         faulted = any(r.status in (Status.CRASHED, Status.TIMEOUT, Status.RUNTIME_ERROR) for r in self.results.values())
         if not faulted or self.o.device != "cuda":
             return
-        if not self.lock_held:
-            self.lock.acquire()
-            self.lock_held = True
+        self._acquire("exclusive")
         t0 = time.monotonic()
         self._probe = (gpu_healthy(self.gpu or 0), time.monotonic() - t0)
 
@@ -355,14 +376,20 @@ class Session:
             raise _Died(f"channel closed while {what}")
         return msg
 
-    def _acquire(self) -> None:
-        self.lock.acquire()
-        self.lock_held = True
+    def _acquire(self, mode: str) -> None:
+        """Hold the GPU gate in ``mode`` ('shared' or 'exclusive'), giving back any other hold first."""
+        if self.lock_held == mode:
+            return
+        self._release()
+        (self.lock.acquire_shared if mode == "shared" else self.lock.acquire_exclusive)()
+        self.lock_held = mode
 
     def _release(self) -> None:
-        if self.lock_held:
-            self.lock_held = False
-            self.lock.release()
+        held, self.lock_held = self.lock_held, ""
+        if held == "shared":
+            self.lock.release_shared()
+        elif held == "exclusive":
+            self.lock.release_exclusive()
 
     def _converse(self, chan: Endpoint) -> None:
         o = self.o
@@ -389,7 +416,7 @@ class Session:
                 raise _Died(f"unexpected message {ev!r}")
             w = by_name[msg["workload"]]
             self._lap(w.name, "build_s")
-            self._acquire()
+            self._acquire("shared")
             self._lap(w.name, "wait_s")
             try:
                 chan.send({"cmd": "go", "seed": round_seed(self.o.base_seed, w.name, 0)})
@@ -463,6 +490,8 @@ class Session:
             self._recv(chan, o.round_timeout_s, "finishing the workload")
             self._record(w, Status.PASSED, correctness=corr, warnings=tuple(warnings))
             return
+        self._acquire("exclusive")  # nothing else runs on this GPU while it is timed
+        self._lap(w.name, "timing_wait_s")
         chan.send({"cmd": "time"})
         msg = self._recv(chan, o.timing_timeout_s, f"timing '{w.name}'")
         self._lap(w.name, "timing_s")
@@ -471,6 +500,10 @@ class Session:
             return
         if msg.get("event") != "timing":
             raise _Died(f"unexpected message {msg.get('event')!r}")
+        for note in msg.get("notes") or []:
+            # the launch hold is routine; a long one means a host-heavy forward, worth a line
+            if not note.startswith("launch queue held") or float(note.split()[3]) >= 1000:
+                warnings.append(str(note)[:300])
         kt = self._stats(msg["samples_ms"]["candidate"], msg["timer"])
         lt = self._stats(msg["samples_ms"]["library"], msg["timer"])
         for label, st in (("kernel", kt), ("library", lt)):

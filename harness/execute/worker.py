@@ -261,8 +261,10 @@ def run(spec: dict, chan: Any) -> None:
             chan.send({"event": "workload_done", "workload": name})
             continue
         try:
-            samples = time_alternating(timer, {"library": (ref_model, timing_sets), "candidate": (new_model, timing_sets)}, tcfg)
-            chan.send({"event": "timing", "workload": name, "samples_ms": samples, "timer": timer.name})
+            notes: list[str] = []
+            samples = time_alternating(timer, {"library": (ref_model, timing_sets), "candidate": (new_model, timing_sets)},
+                                       tcfg, notes)
+            chan.send({"event": "timing", "workload": name, "samples_ms": samples, "timer": timer.name, "notes": notes})
         except BaseException as exc:  # noqa: BLE001
             chan.send({"event": "timing_error", "workload": name, "error": _error(exc)})
         del ref_model, new_model, timing_sets

@@ -1,27 +1,36 @@
-"""The timing protocol: cold cache, device-wide sync, alternation, raw samples.
+"""The timing protocol: cold cache, held launch queue, alternation, raw samples.
 
-Why each choice (in the spirit of ``triton.testing.do_bench``)::
+Why each choice (in the spirit of ``triton.testing.do_bench`` and nvbench)::
 
     for trial in range(trials):
         for i in range(reps):
             for name in ("library", "candidate"):        # A B A B: drift cancels
-                flush()                                  # write > 2x L2; still running while fn launches
+                flush()                                  # write > 2x L2
+                gpu_sleep(hold)                          # GPU waits while the host enqueues fn
                 start.record()
                 fn(*inputs[i % len(inputs)])             # rotate input sets: no pointer caching
-                device_synchronize()                     # ALL streams: side-stream work counts
-                end.record(); end.synchronize()
+                end.record()                             # GPU time of the timed stream
+                device_synchronize()                     # ALL streams
+                tail.record(); tail.synchronize()
                 samples[name].append(start.elapsed_time(end))
 
 * L2 flush before every sample: a GPU-sized workload is meant to stream from
   DRAM; a warm L2 would favour whichever kernel ran last.
-* The window ends after a *device-wide* synchronize, so a candidate that
-  returns early and finishes on a side stream (or another thread's stream) is
-  still charged for its work. This adds the host's sync-return latency (a few
-  microseconds) equally to both sides; KernelGate's GPU workloads run far
-  longer than that. There is deliberately no sync *before* the start event:
-  the flush keeps the GPU busy while the host launches, so Python launch
-  overhead is not counted (the 2026-11-30 H200 runs still synced there, which
-  added tens of microseconds to both sides of every sample).
+* Held launch queue: after the flush, a GPU sleep kernel (``torch.cuda._sleep``,
+  calibrated in cycles per microsecond when the timer is built) keeps the GPU
+  busy for longer than the host needs to enqueue the forward (measured during
+  warm-up, times two, at least 20 us). So the start event fires with the whole
+  forward already queued, and neither Python launch overhead nor a loaded host
+  (a dozen compiles beside the timed job) leaks into the window. Both sides
+  get the same hold. Without it, the first H200 runs saw the same kernel move
+  by up to 80% between two runs on a busy machine.
+* The window ends at an event right after ``fn`` on the timed stream, so the
+  host's wake-up latency after a synchronize is not counted either. Work left
+  running on a side stream would escape that event; the device-wide
+  synchronize and ``tail`` event catch it: if the candidate's median
+  end-to-tail gap exceeds the library's by more than 20 us and 10% of its
+  time, both sides are re-scored end-to-tail (device-wide) and a warning says
+  so. (The static scan already fails side streams; this is the runtime net.)
 * The clock objects are captured when this module is imported, which the
   worker does before importing candidate code, so rebinding
   ``torch.cuda.Event`` or ``time.perf_counter`` afterwards changes nothing here.
@@ -73,14 +82,35 @@ class DeviceTimer:
 
         self.device = device
         self.is_cuda = device.startswith("cuda")
+        self.hold_cycles = 0
+        self._cycles_per_us = 0.0
         if self.is_cuda:
             self._event = torch.cuda.Event
             self._sync = torch.cuda.synchronize
             self._elapsed = torch.cuda.Event.elapsed_time
             self._record = torch.cuda.Event.record
             self._event_sync = torch.cuda.Event.synchronize
+            self._sleep = getattr(torch.cuda, "_sleep", None)
+            if self._sleep is not None:
+                self._cycles_per_us = self._calibrate_sleep()
         self._zero = torch.Tensor.zero_
         self._flush_buf = torch.empty(max(flush_bytes // 4, 1), dtype=torch.int32, device=device)
+
+    def _calibrate_sleep(self) -> float:
+        """GPU sleep cycles per microsecond (median of 5), or 0 when the sleep kernel is unusable."""
+        try:
+            rates = []
+            for cycles in (1_000_000,) * 5:
+                a, b = self._event(enable_timing=True), self._event(enable_timing=True)
+                self._sync()
+                self._record(a)
+                self._sleep(cycles)
+                self._record(b)
+                self._event_sync(b)
+                rates.append(cycles / (float(self._elapsed(a, b)) * 1e3))
+            return statistics.median(rates)
+        except Exception:  # noqa: BLE001 - no sleep kernel: plain protocol
+            return 0.0
 
     @property
     def name(self) -> str:
@@ -89,46 +119,90 @@ class DeviceTimer:
     def flush(self) -> None:
         self._zero(self._flush_buf)
 
-    def sample_ms(self, fn: Callable, args: list) -> float:
-        self.flush()
-        if self.is_cuda:
-            # No sync between the flush and the start event: the GPU is still busy
-            # flushing while the host launches fn, so host-side launch overhead
-            # stays outside the window (as in triton.testing.do_bench). The window
-            # closes after a device-wide sync, so side-stream work is counted.
-            start, end = self._event(enable_timing=True), self._event(enable_timing=True)
-            self._record(start)
-            fn(*args)
-            self._sync()
-            self._record(end)
-            self._event_sync(end)
-            return float(self._elapsed(start, end))
+    def set_hold_us(self, hold_us: float) -> None:
+        self.hold_cycles = int(hold_us * self._cycles_per_us) if self._cycles_per_us > 0 else 0
+
+    def enqueue_us(self, fn: Callable, args: list) -> float:
+        """Host time to enqueue one call of ``fn`` behind a long GPU sleep (no waiting on the GPU inside)."""
+        if self.is_cuda and self._cycles_per_us > 0:
+            self._sleep(int(20_000 * self._cycles_per_us))  # 20 ms: the queue never drains meanwhile
         t0 = _perf_counter()
         fn(*args)
-        return (_perf_counter() - t0) * 1e3
+        dt = (_perf_counter() - t0) * 1e6
+        if self.is_cuda:
+            self._sync()
+        return dt
+
+    def sample(self, fn: Callable, args: list) -> tuple[float, float]:
+        """One cold-cache sample: (stream ms, device-wide ms)."""
+        self.flush()
+        if self.is_cuda:
+            if self.hold_cycles:
+                self._sleep(self.hold_cycles)
+            start, end, tail = (self._event(enable_timing=True) for _ in range(3))
+            self._record(start)
+            fn(*args)
+            self._record(end)
+            self._sync()
+            self._record(tail)
+            self._event_sync(tail)
+            return float(self._elapsed(start, end)), float(self._elapsed(start, tail))
+        t0 = _perf_counter()
+        fn(*args)
+        ms = (_perf_counter() - t0) * 1e3
+        return ms, ms
+
+    def sample_ms(self, fn: Callable, args: list) -> float:
+        return self.sample(fn, args)[0]
 
 
-def time_alternating(timer: DeviceTimer, fns: dict[str, tuple[Callable, list[list]]], cfg: TimingConfig) -> dict[str, list[float]]:
-    """Alternate the callables sample by sample; return every raw sample in ms per name."""
+SIDE_WORK_SLACK_MS = 0.020
+
+
+def time_alternating(timer: DeviceTimer, fns: dict[str, tuple[Callable, list[list]]], cfg: TimingConfig,
+                     notes: list[str] | None = None) -> dict[str, list[float]]:
+    """Alternate the callables sample by sample; return every raw sample in ms per name.
+
+    ``notes`` (if given) receives one line per protocol decision worth recording
+    (the launch hold, a switch to device-wide windows).
+    """
     import torch
 
-    samples: dict[str, list[float]] = {name: [] for name in fns}
+    stream: dict[str, list[float]] = {name: [] for name in fns}
+    device: dict[str, list[float]] = {name: [] for name in fns}
     with torch.no_grad():
         for name, (fn, sets) in fns.items():
             for i in range(cfg.warmup):
                 fn(*sets[i % len(sets)])
+        if timer.is_cuda:
+            enq = [timer.enqueue_us(fn, sets[i % len(sets)]) for fn, sets in fns.values() for i in range(3)]
+            hold_us = min(max(20.0, 2.0 * max(enq)), 5_000.0)
+            timer.set_hold_us(hold_us)
+            if notes is not None:
+                notes.append(f"launch queue held {hold_us:.0f} us before each start event (host enqueue "
+                             f"max {max(enq):.0f} us)" if timer.hold_cycles else "no GPU sleep kernel: launch queue not held")
         # Bound the phase for very slow kernels: after warm-up, one sample of
         # each estimates the cost, and reps shrink (never below MIN_REPS) so
         # the whole phase stays near budget_ms.
-        est = sum(timer.sample_ms(fn, sets[0]) for fn, sets in fns.values())
+        est = sum(timer.sample(fn, sets[0])[1] for fn, sets in fns.values())
         reps = cfg.reps
         if est * cfg.reps * cfg.trials > cfg.budget_ms:
             reps = max(MIN_REPS, int(cfg.budget_ms / (est * cfg.trials)))
         for _ in range(cfg.trials):
             for i in range(reps):
                 for name, (fn, sets) in fns.items():
-                    samples[name].append(timer.sample_ms(fn, sets[i % len(sets)]))
-    return samples
+                    s, d = timer.sample(fn, sets[i % len(sets)])
+                    stream[name].append(s)
+                    device[name].append(d)
+    if "candidate" in fns and "library" in fns and timer.is_cuda:
+        gap = {n: statistics.median(d - s for s, d in zip(stream[n], device[n])) for n in fns}
+        extra = gap["candidate"] - gap["library"]
+        if extra > max(SIDE_WORK_SLACK_MS, 0.1 * statistics.median(stream["candidate"])):
+            if notes is not None:
+                notes.append(f"work finished {extra * 1e3:.0f} us after the timed stream's end event (side stream?): "
+                             "both sides timed device-wide")
+            return device
+    return stream
 
 
 def summarize(samples_ms: list[float]) -> dict[str, Any]:

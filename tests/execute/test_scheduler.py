@@ -71,16 +71,18 @@ def _faulted_session(monkeypatch, healthy: bool):
     from harness.execute import runner
     from harness.records import Status
 
+    from harness.execute.gate import DeviceGate
+
     calls = []
-    lock = threading.Lock()
+    lock = DeviceGate(3)
 
     def probe(gpu):
-        calls.append((gpu, lock.locked()))
+        calls.append((gpu, lock.state()))
         return healthy
 
     monkeypatch.setattr(runner, "gpu_healthy", probe)
     s = runner.Session.__new__(runner.Session)
-    s.o, s.gpu, s.lock, s.lock_held, s._probe = SimpleNamespace(device="cuda"), 1, lock, False, None
+    s.o, s.gpu, s.lock, s.lock_held, s._probe = SimpleNamespace(device="cuda"), 1, lock, "", None
     s.results = {"w": SimpleNamespace(status=Status.TIMEOUT)}
     return s, calls
 
@@ -88,10 +90,10 @@ def _faulted_session(monkeypatch, healthy: bool):
 def test_gpu_probed_after_fault_while_holding_the_device(monkeypatch):
     s, calls = _faulted_session(monkeypatch, healthy=True)
     s._probe_after_fault()
-    assert calls == [(1, True)]  # nothing else is timed on the GPU while it is probed
-    assert s._probe[0] is True and s.lock_held
+    assert calls == [(1, (0, True))]  # nothing else runs on the GPU while it is probed
+    assert s._probe[0] is True and s.lock_held == "exclusive"
     s._release()
-    assert not s.lock.locked()
+    assert s.lock.state() == (0, False)
 
 
 def test_no_probe_without_fault_or_on_cpu(monkeypatch):

@@ -1,0 +1,83 @@
+"""DeviceGate: correctness phases share a GPU (bounded), timing owns it, and a waiting timer is not starved."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from harness.execute.gate import DeviceGate
+
+
+def test_shared_holders_bounded_and_exclusive_excludes_everyone():
+    gate = DeviceGate(2)
+    peak = {"shared": 0, "bad": 0}
+    guard = threading.Lock()
+    live = {"shared": 0, "excl": 0}
+
+    def checker():
+        for _ in range(20):
+            gate.acquire_shared()
+            with guard:
+                live["shared"] += 1
+                peak["shared"] = max(peak["shared"], live["shared"])
+                peak["bad"] += live["excl"] > 0
+            time.sleep(0.001)
+            with guard:
+                live["shared"] -= 1
+            gate.release_shared()
+
+    def timer():
+        for _ in range(10):
+            gate.acquire_exclusive()
+            with guard:
+                live["excl"] += 1
+                peak["bad"] += live["shared"] > 0 or live["excl"] > 1
+            time.sleep(0.001)
+            with guard:
+                live["excl"] -= 1
+            gate.release_exclusive()
+
+    threads = [threading.Thread(target=checker) for _ in range(5)] + [threading.Thread(target=timer) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert peak["shared"] == 2 and peak["bad"] == 0
+    assert gate.state() == (0, False)
+
+
+def test_waiting_timer_blocks_new_checks():
+    gate = DeviceGate(3)
+    gate.acquire_shared()
+    got = threading.Event()
+
+    def timer():
+        gate.acquire_exclusive()
+        got.set()
+
+    t = threading.Thread(target=timer)
+    t.start()
+    time.sleep(0.05)
+    assert not got.is_set()
+    late = threading.Event()
+    threading.Thread(target=lambda: (gate.acquire_shared(), late.set()), daemon=True).start()
+    time.sleep(0.05)
+    assert not late.is_set()  # writer preference: no new check while a timer waits
+    gate.release_shared()
+    assert got.wait(2)
+    assert not late.is_set()
+    gate.release_exclusive()
+    assert late.wait(2)
+    t.join()
+
+
+def test_misuse_is_an_error():
+    gate = DeviceGate(1)
+    with pytest.raises(RuntimeError):
+        gate.release_shared()
+    with pytest.raises(RuntimeError):
+        gate.release_exclusive()
+    with pytest.raises(ValueError):
+        DeviceGate(0)
