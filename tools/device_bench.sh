@@ -23,7 +23,7 @@ export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 KERNELGATE_CACHE="$O
 problems="${KG_BENCH_PROBLEMS:-layernorm rmsnorm softmax sum_dim conv2d_1x1 depthwise_conv2d gemm_square bmm gelu swiglu}"
 only=(); for p in $problems; do only+=(--only "$p"); done
 configs="${KG_BENCH_CONFIGS:-seq:1:0 pipe:12:0 pipe2:24:0,1}"
-python3 tools/benchmark_throughput.py --configs $configs --out "$OUT/bench" \
+timeout "${KG_BENCH_BUDGET:-330}" python3 tools/benchmark_throughput.py --configs $configs --out "$OUT/bench" \
    --folders submissions/triton-reference "${only[@]}" --extra --scratch /dev/shm/kgb > "$OUT/bench.txt" 2>&1
 echo "benchmark exit $?" >> "$OUT/bench.txt"
 python3 tools/compare_repeats.py "$OUT/bench/seq" "$OUT/bench/pipe" > "$OUT/repeat_seq_vs_pipe.txt" 2>&1
