@@ -297,8 +297,12 @@ class JobResult:
     """Whether TF32 was permitted (for candidate and library alike) in this workload."""
     phase_s: dict | None = None
     """Wall seconds per phase as the parent saw them: ``startup_s`` (interpreter, torch, guards),
-    ``import_s`` (the candidate module), ``build_s`` (models, precompile), ``wait_s`` (for the
-    device lock), ``correctness_s``, ``timing_s``; the first two are shared by a candidate's workloads."""
+    ``import_s`` (the candidate module), ``build_s`` (models, dry precompile), ``wait_s`` (for a
+    correctness slot on the device), ``correctness_s``, ``timing_wait_s`` (for the device to itself),
+    ``timing_s``; the first two are shared by a candidate's workloads."""
+    base_seed: int | None = None
+    """The run's base seed. Random and secret by default (candidates only ever receive the seed of
+    the round they are in, just before it); stored here so ``kernelgate run --seed`` can replay the run."""
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict:

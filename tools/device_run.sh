@@ -31,7 +31,6 @@ t_start=$(date +%s)
   python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
   python3 -c "import tilelang; print('tilelang', tilelang.__version__)" 2>&1 | tail -1
   echo "cpus $(nproc)"
-  git log -1 --format='kernelgate commit %H' 2>/dev/null || true
   CUDA_VISIBLE_DEVICES=0 python3 -m harness calibrate --device cuda
 } > "$OUT/environment.txt" 2>&1
 cat "$OUT/environment.txt"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import sys
 from collections import Counter
 from pathlib import Path
@@ -81,7 +82,8 @@ def cmd_run(args: argparse.Namespace) -> int:
               file=sys.stderr)
     gpus = tuple(int(g) for g in args.gpus.split(",")) if args.gpus else (0,)
     opts = RunOptions(
-        device=device, gpus=gpus, rounds=max(args.rounds, 5), base_seed=args.seed,
+        device=device, gpus=gpus, rounds=max(args.rounds, 5),
+        base_seed=args.seed if args.seed is not None else secrets.randbelow(1 << 48),
         compile_timeout_s=args.compile_timeout, round_timeout_s=args.round_timeout, timing_timeout_s=args.timing_timeout,
         timing=TimingConfig.for_device(device, quick=args.quick), time_kernels=not args.no_timing,
         jobs=args.jobs or min(8, os.cpu_count() or 1),
@@ -113,6 +115,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     counts = Counter(r.status.value for r in results)
     print(f"\n{len(results)} record(s) -> {Path(args.out) / 'results.jsonl'}   "
           + "  ".join(f"{k}={v}" for k, v in sorted(counts.items())))
+    print(f"base seed {opts.base_seed} ({'given' if args.seed is not None else 'fresh and secret during the run'}; "
+          f"--seed {opts.base_seed} replays these inputs)")
     if req.skipped:
         print(f"{len(req.skipped)} candidate(s) already recorded, skipped (--rerun to evaluate again)")
     if ceilings:
@@ -173,7 +177,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--kernelbench-map", metavar="auto|FILE.json",
                    help="map KernelBench run files (level_L_problem_N_sample_S_kernel.py) to problem ids")
     p.add_argument("--rounds", type=int, default=5, help="correctness rounds per workload (minimum 5)")
-    p.add_argument("--seed", type=int, default=0, help="base seed for inputs and weights")
+    p.add_argument("--seed", type=int, help="base seed for inputs and weights (default: a fresh secret one per run, "
+                   "recorded in each result's base_seed; pass it back to replay a run exactly)")
     p.add_argument("--resume", action="store_true", help="skip (candidate, workload) jobs already in OUT/results.jsonl")
     p.add_argument("--rerun", action="store_true", help="evaluate again even if recorded")
     p.add_argument("--shard", metavar="K/N", help="evaluate only the K-th of N stable shares of the candidates "

@@ -260,7 +260,7 @@ class Session:
             status=status, flops=w.flops, min_bytes=w.min_bytes, env=self.env, created_at=_now(), error=error,
             correctness=correctness, timing=timing, library_timing=library_timing, screening=screening,
             diagnostics=self.diagnostics + extra_diag, warnings=warnings, problem_version=self.p.version,
-            allow_tf32=w.allow_tf32,
+            allow_tf32=w.allow_tf32, base_seed=self.o.base_seed,
         )
 
     def _lap(self, key: str, phase: str) -> None:

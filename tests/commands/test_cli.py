@@ -98,6 +98,11 @@ def test_run_kernelbench_folder_with_mapping_and_set(tmp_path, capsys):
     assert (out / "results.jsonl").exists()
     assert (out / "lb.json").exists() and (out / "report" / "report.html").exists()
     assert "kb-run" in text.split("leaderboard written")[0]
+    # no --seed: a fresh secret base seed, recorded so the run can be replayed
+    from harness.results.store import load_results
+
+    (rec,) = load_results(out)
+    assert isinstance(rec.base_seed, int) and f"--seed {rec.base_seed} replays" in text
 
 
 def test_unreadable_problem_file_is_named_and_others_load(tmp_path, capsys):
