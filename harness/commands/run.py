@@ -80,6 +80,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("note: candidates are untrusted code; they run in isolated subprocesses with resource limits, but see "
               "README 'Security' before running submissions from strangers (--yes-execute silences this note)",
               file=sys.stderr)
+    if not 0 < args.gpu_memory_fraction <= 1:
+        raise SystemExit(f"kernelgate: error: --gpu-memory-fraction must be in (0, 1], got {args.gpu_memory_fraction}")
+    if args.check_slots < 1:
+        raise SystemExit(f"kernelgate: error: --check-slots must be at least 1, got {args.check_slots}")
     gpus = tuple(int(g) for g in args.gpus.split(",")) if args.gpus else (0,)
     opts = RunOptions(
         device=device, gpus=gpus, rounds=max(args.rounds, 5),
@@ -89,6 +93,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         jobs=args.jobs or min(8, os.cpu_count() or 1),
         keep_scratch=args.keep_scratch, scratch_root=Path(args.scratch) if args.scratch else None,
         precompile=not args.no_precompile, sandbox=not args.no_sandbox, check_slots=args.check_slots,
+        gpu_memory_fraction=args.gpu_memory_fraction,
     )
     snap = envmod.snapshot(device, gpus[0])
     ceilings = None
@@ -195,6 +200,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "a tmpfs such as /dev/shm/kg speeds up GPU-sized output hand-off")
     p.add_argument("--no-precompile", action="store_true", help="GPU: skip the dry forward that compiles each kernel "
                    "before the candidate asks for the GPU (compiles then happen in its correctness phase)")
+    p.add_argument("--gpu-memory-fraction", type=float, default=0.5, metavar="F",
+                   help="GPU: share of the device memory one candidate's allocator may hold (default 0.5; 1 = no cap)")
     p.add_argument("--check-slots", type=int, default=3, metavar="N",
                    help="GPU: candidates whose correctness rounds may share one GPU at once (default 3); timing "
                         "always has the GPU to itself. 1 = one candidate on the GPU at a time")

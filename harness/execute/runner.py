@@ -66,6 +66,8 @@ class RunOptions:
     """Apply the Landlock sandbox (harness.execute.sandbox) in each worker."""
     max_file_bytes: int = 4 << 30
     """RLIMIT_FSIZE of the worker: no single file it writes (outputs included) may exceed this."""
+    gpu_memory_fraction: float = 0.5
+    """GPU: share of the device's memory one worker's caching allocator may hold."""
     check_slots: int = 3
     """GPU: candidates whose correctness rounds may share one device at once (timing is always exclusive)."""
 
@@ -358,7 +360,7 @@ class Session:
             "handoff_dir": str(scratch / "handoff"), "library_aten": list(self.p.library_aten),
             "input_transform": self.p.input_transform, "in_place": self.p.in_place, "timing": self.o.timing.to_dict(),
             "precompile": self.o.precompile, "dsl": self.c.dsl, "sandbox": self.o.sandbox,
-            "max_file_bytes": self.o.max_file_bytes,
+            "max_file_bytes": self.o.max_file_bytes, "gpu_memory_fraction": self.o.gpu_memory_fraction,
             "workloads": [{
                 "name": w.name, "params": w.params, "dtype": w.dtype, "allow_tf32": w.allow_tf32,
                 "model_seed": round_seed(self.o.base_seed, w.name, -1),

@@ -120,6 +120,11 @@ def run(spec: dict, chan: Any) -> None:
     device = spec["device"]
     if device.startswith("cuda"):
         torch.cuda.set_device(0)  # CUDA_VISIBLE_DEVICES pins the job to its GPU
+        frac = float(spec.get("gpu_memory_fraction") or 0)
+        if 0 < frac < 1:
+            # the caching allocator refuses to grow past this share of the GPU: one
+            # candidate cannot starve the others (or the checker) sharing the device
+            torch.cuda.set_per_process_memory_fraction(frac, 0)
     guards.install_triton_counter()
     if spec.get("dsl") == "tilelang":  # importing tilelang costs seconds: only when the candidate uses it
         guards.install_tilelang_hooks(execute=device.startswith("cuda"))

@@ -17,7 +17,7 @@ Why each choice (in the spirit of ``triton.testing.do_bench`` and nvbench)::
 * L2 flush before every sample: a GPU-sized workload is meant to stream from
   DRAM; a warm L2 would favour whichever kernel ran last.
 * Held launch queue: after the flush, a GPU sleep kernel (``torch.cuda._sleep``,
-  calibrated in cycles per microsecond when the timer is built) keeps the GPU
+  calibrated in cycles per microsecond at the first timing phase) keeps the GPU
   busy for longer than the host needs to enqueue the forward (measured during
   warm-up, times two, at least 20 us). So the start event fires with the whole
   forward already queued, and neither Python launch overhead nor a loaded host
@@ -91,10 +91,16 @@ class DeviceTimer:
             self._record = torch.cuda.Event.record
             self._event_sync = torch.cuda.Event.synchronize
             self._sleep = getattr(torch.cuda, "_sleep", None)
-            if self._sleep is not None:
-                self._cycles_per_us = self._calibrate_sleep()
+            # the sleep kernel is calibrated at the first timing phase, when this
+            # worker has the GPU to itself, not at start-up beside others' timing
+            self._cycles_per_us = -1.0
         self._zero = torch.Tensor.zero_
         self._flush_buf = torch.empty(max(flush_bytes // 4, 1), dtype=torch.int32, device=device)
+
+    def _sleep_rate(self) -> float:
+        if self._cycles_per_us < 0:
+            self._cycles_per_us = self._calibrate_sleep() if self._sleep is not None else 0.0
+        return self._cycles_per_us
 
     def _calibrate_sleep(self) -> float:
         """GPU sleep cycles per microsecond (median of 5), or 0 when the sleep kernel is unusable."""
@@ -120,11 +126,12 @@ class DeviceTimer:
         self._zero(self._flush_buf)
 
     def set_hold_us(self, hold_us: float) -> None:
-        self.hold_cycles = int(hold_us * self._cycles_per_us) if self._cycles_per_us > 0 else 0
+        rate = self._sleep_rate() if self.is_cuda else 0.0
+        self.hold_cycles = int(hold_us * rate) if rate > 0 else 0
 
     def enqueue_us(self, fn: Callable, args: list) -> float:
         """Host time to enqueue one call of ``fn`` behind a long GPU sleep (no waiting on the GPU inside)."""
-        if self.is_cuda and self._cycles_per_us > 0:
+        if self.is_cuda and self._sleep_rate() > 0:
             self._sleep(int(20_000 * self._cycles_per_us))  # 20 ms: the queue never drains meanwhile
         t0 = _perf_counter()
         fn(*args)

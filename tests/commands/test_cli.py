@@ -119,6 +119,8 @@ def test_unreadable_problem_file_is_named_and_others_load(tmp_path, capsys):
     (["run"], "required"),
     (["run", "x", "--shard", "5/2"], "K must be between 1 and N"),
     (["run", "x", "--jobs", "many"], "invalid int value"),
+    (["run", "x", "--gpu-memory-fraction", "1.5"], "--gpu-memory-fraction must be in (0, 1]"),
+    (["run", "x", "--check-slots", "0"], "--check-slots must be at least 1"),
     (["problems"], "required"),
 ])
 def test_bad_cli_arguments_are_clear(argv, match, capsys):
