@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from harness.candidates.discover import Candidate, discover
 from harness.execute.gate import DeviceGate
-from harness.execute.runner import Checker, RunOptions, Session, job_id
+from harness.execute.runner import Checker, RunOptions, Session, WorkerPool, job_id
 from harness.execute.scheduler import run_pull
 from harness.problems.loader import Problem, Workload
 from harness.problems.registry import Registry
@@ -203,6 +203,10 @@ def evaluate(req: EvalRequest) -> list[JobResult]:
     checkers = {g: Checker(opts.device, g, scratch_root / f"checker-{g if g is not None else 'cpu'}", size=slots)
                 for g in gpus}
     locks = {g: DeviceGate(slots) for g in gpus}
+    per_device = max(1, opts.jobs // len(gpus))
+    problem_paths = sorted({t[1].path.resolve() for t in tasks})
+    pools = {g: WorkerPool(opts, g, scratch_root, run_id[:8], problem_paths, min(per_device, 8))
+             for g in gpus} if opts.prestart and tasks else {}
     bar = None
     if req.progress:
         from tqdm import tqdm
@@ -212,7 +216,7 @@ def evaluate(req: EvalRequest) -> list[JobResult]:
     def run_task(task, g) -> list[JobResult]:
         cand, prob, wls, diags = task
         sess = Session(cand, prob, wls, opts, envs[g], run_id, checkers[g], locks[g], g, diags,
-                       screen_for(prob, req.ceilings, thresholds))
+                       screen_for(prob, req.ceilings, thresholds), pool=pools.get(g))
         return sess.run()
 
     def done(task, recs: list[JobResult]) -> None:
@@ -223,8 +227,10 @@ def evaluate(req: EvalRequest) -> list[JobResult]:
             bar.update(1)
 
     try:
-        report = run_pull(tasks, gpus, max(1, opts.jobs // len(gpus)), run_task, done)
+        report = run_pull(tasks, gpus, per_device, run_task, done)
     finally:
+        for pool in pools.values():
+            pool.close()
         if bar is not None:
             bar.close()
         for c in checkers.values():

@@ -93,7 +93,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         jobs=args.jobs or min(8, os.cpu_count() or 1),
         keep_scratch=args.keep_scratch, scratch_root=Path(args.scratch) if args.scratch else None,
         precompile=not args.no_precompile, sandbox=not args.no_sandbox, check_slots=args.check_slots,
-        gpu_memory_fraction=args.gpu_memory_fraction,
+        gpu_memory_fraction=args.gpu_memory_fraction, prestart=not args.no_prestart,
     )
     snap = envmod.snapshot(device, gpus[0])
     ceilings = None
@@ -200,6 +200,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "a tmpfs such as /dev/shm/kg speeds up GPU-sized output hand-off")
     p.add_argument("--no-precompile", action="store_true", help="GPU: skip the dry forward that compiles each kernel "
                    "before the candidate asks for the GPU (compiles then happen in its correctness phase)")
+    p.add_argument("--no-prestart", action="store_true", help="start each candidate's worker only when the candidate's "
+                   "turn comes (default: keep up to 8 pre-started per device, each still used for one candidate only)")
     p.add_argument("--gpu-memory-fraction", type=float, default=0.5, metavar="F",
                    help="GPU: share of the device memory one candidate's allocator may hold (default 0.5; 1 = no cap)")
     p.add_argument("--check-slots", type=int, default=3, metavar="N",

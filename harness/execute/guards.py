@@ -62,8 +62,13 @@ class LaunchCounter:
 COUNTER = LaunchCounter()
 
 
+_INSTALLED: set[str] = set()
+
+
 def install_triton_counter() -> bool:
-    """Count Triton launches by wrapping ``run`` of JIT and interpreted functions."""
+    """Count Triton launches by wrapping ``run`` of JIT and interpreted functions (once per process)."""
+    if "triton" in _INSTALLED:
+        return True
     try:
         from triton.runtime import jit as tjit
     except Exception:  # noqa: BLE001 - triton missing or broken: nothing to count
@@ -86,6 +91,7 @@ def install_triton_counter() -> bool:
             return _orig(self, *args, **kwargs)
 
         cls.run = run
+    _INSTALLED.add("triton")
     try:
         from triton.runtime.autotuner import Autotuner
     except Exception:  # noqa: BLE001

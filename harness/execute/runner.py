@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
 import secrets
 import select
@@ -68,6 +69,8 @@ class RunOptions:
     """RLIMIT_FSIZE of the worker: no single file it writes (outputs included) may exceed this."""
     gpu_memory_fraction: float = 0.5
     """GPU: share of the device's memory one worker's caching allocator may hold."""
+    prestart: bool = True
+    """Keep pre-started workers ready (interpreter, sandbox, torch, CUDA context) so candidates do not wait for them."""
     check_slots: int = 3
     """GPU: candidates whose correctness rounds may share one device at once (timing is always exclusive)."""
 
@@ -213,6 +216,142 @@ class Checker:
                 proc.kill()
 
 
+SCRATCH_DIRS = ("tmp", "handoff", "triton-cache", "tilelang-cache", "cache")
+
+
+def make_scratch(root: Path, tag: str) -> Path:
+    """A fresh scratch folder (TMPDIR, compiler caches, output hand-off) for one worker."""
+    scratch = root / f"kg-{tag}-{secrets.token_hex(3)}"
+    for sub in SCRATCH_DIRS:
+        (scratch / sub).mkdir(parents=True, exist_ok=True)
+    return scratch
+
+
+@dataclass
+class WorkerProc:
+    """A spawned worker process and the parent's ends of its pipes."""
+
+    proc: subprocess.Popen
+    scratch: Path
+    p2c_w: int
+    c2p_r: int
+    out_buf: CappedBuffer
+    err_buf: CappedBuffer
+    drains: list
+    prestarted: bool = False
+
+    def discard(self) -> None:
+        """Kill it and free its pipes and scratch (a pre-started worker nobody took)."""
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass
+        for fd in (self.p2c_w, self.c2p_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def spawn_worker(scratch: Path, device: str, gpu: int | None, prestart: dict | None = None) -> WorkerProc:
+    """Start ``python -m harness.execute.worker`` in ``scratch``: fresh interpreter, scrubbed env, own session."""
+    p2c_r, p2c_w = os.pipe()
+    c2p_r, c2p_w = os.pipe()
+    argv = [sys.executable, "-m", "harness.execute.worker", "--in-fd", str(p2c_r), "--out-fd", str(c2p_w)]
+    if prestart is not None:
+        argv += ["--prestart", json.dumps(prestart)]
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(p2c_r, c2p_w),
+        cwd=scratch, env=scrubbed_env(scratch, device, gpu), start_new_session=True,
+    )
+    os.close(p2c_r)
+    os.close(c2p_w)
+    out_buf, err_buf = CappedBuffer(), CappedBuffer()
+    drains = [threading.Thread(target=_drain, args=(proc.stdout, out_buf), daemon=True),
+              threading.Thread(target=_drain, args=(proc.stderr, err_buf), daemon=True)]
+    for t in drains:
+        t.start()
+    return WorkerProc(proc, scratch, p2c_w, c2p_r, out_buf, err_buf, drains, prestarted=prestart is not None)
+
+
+class WorkerPool:
+    """Pre-started workers for one device, so a candidate does not wait for an interpreter.
+
+    A pre-started worker has already applied its resource limits and Landlock
+    sandbox (granting read access to every problem folder of the run), then
+    imported torch and Triton and created its CUDA context; it waits for one
+    candidate's spec, serves that candidate only, and exits like any worker.
+    Every worker taken is replaced at once, up to ``size`` idle or starting.
+    Nothing about the candidate is known to the worker before its spec, so
+    the isolation guarantees are those of a freshly spawned worker.
+    """
+
+    def __init__(self, opts: "RunOptions", gpu: int | None, root: Path, tag: str, problem_paths: list[Path], size: int):
+        self.o, self.gpu, self.root, self.tag, self.size = opts, gpu, root, tag, max(0, size)
+        self.prestart = {
+            "device": opts.device, "sandbox": opts.sandbox, "max_file_bytes": opts.max_file_bytes,
+            "problem_paths": sorted({str(Path(p)) for p in problem_paths}),
+        }
+        self._idle: list[WorkerProc] = []
+        self._starting = 0
+        self._closed = False
+        self._lock = threading.Lock()
+        self.taken = self.missed = 0
+        for _ in range(self.size):
+            self._start_one()
+
+    def _start_one(self) -> None:
+        with self._lock:
+            if self._closed or len(self._idle) + self._starting >= self.size:
+                return
+            self._starting += 1
+        threading.Thread(target=self._spawn, daemon=True).start()
+
+    def _spawn(self) -> None:
+        w = None
+        try:
+            w = spawn_worker(make_scratch(self.root, f"{self.tag}-pool"), self.o.device, self.gpu, self.prestart)
+        except OSError:
+            pass
+        with self._lock:
+            self._starting -= 1
+            if w is not None and not self._closed:
+                self._idle.append(w)
+                w = None
+        if w is not None:
+            w.discard()
+
+    def take(self) -> WorkerProc | None:
+        """An idle pre-started worker (oldest first), or None; either way a replacement starts."""
+        got = None
+        with self._lock:
+            while self._idle and got is None:
+                w = self._idle.pop(0)
+                if w.proc.poll() is None:
+                    got = w
+                else:
+                    threading.Thread(target=w.discard, daemon=True).start()
+            if got is not None:
+                self.taken += 1
+            else:
+                self.missed += 1
+        self._start_one()
+        return got
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for w in idle:
+            w.discard()
+
+
 def gpu_healthy(gpu: int) -> bool:
     """A tiny probe in a fresh process: is the GPU usable after a crash or a kill?"""
     code = "import torch; x = torch.ones(1024, device='cuda'); torch.cuda.synchronize(); assert float((x + 1).sum()) == 2048.0"
@@ -236,10 +375,10 @@ class Session:
 
     def __init__(self, cand: Candidate, problem: Problem, workloads: list[Workload], opts: RunOptions, env: EnvSnapshot,
                  run_id: str, checker: Checker, device_lock: DeviceGate, gpu: int | None,
-                 diagnostics: tuple[dict, ...], screen: Callable[..., Any] | None):
+                 diagnostics: tuple[dict, ...], screen: Callable[..., Any] | None, pool: WorkerPool | None = None):
         self.c, self.p, self.workloads, self.o = cand, problem, workloads, opts
         self.env, self.run_id, self.checker, self.lock, self.gpu = env, run_id, checker, device_lock, gpu
-        self.diagnostics, self.screen = diagnostics, screen
+        self.diagnostics, self.screen, self.pool = diagnostics, screen, pool
         self.results: dict[str, JobResult] = {}
         self.lock_held = ""  # "", "shared" (correctness) or "exclusive" (timing, probe)
         self._probe: tuple[bool, float] | None = None
@@ -277,29 +416,17 @@ class Session:
 
     # ------------------------------------------------------------------ process
     def run(self) -> list[JobResult]:
-        root = Path(self.o.scratch_root or os.environ.get("TMPDIR", "/tmp")).resolve()
-        scratch = Path(root) / f"kg-{self.run_id[:8]}-{self.c.sha256[:12]}-{secrets.token_hex(3)}"
-        for sub in ("tmp", "handoff", "triton-cache", "tilelang-cache", "cache"):
-            (scratch / sub).mkdir(parents=True, exist_ok=True)
+        self._clock = time.monotonic()
+        worker = self.pool.take() if self.pool is not None else None
+        if worker is None:
+            root = Path(self.o.scratch_root or os.environ.get("TMPDIR", "/tmp")).resolve()
+            worker = spawn_worker(make_scratch(root, f"{self.run_id[:8]}-{self.c.sha256[:12]}"), self.o.device, self.gpu)
+        proc, scratch, p2c_w, out_buf, err_buf, drains = (worker.proc, worker.scratch, worker.p2c_w, worker.out_buf,
+                                                          worker.err_buf, worker.drains)
         cand_file = scratch / self.c.path.name
         shutil.copyfile(self.c.path, cand_file)
-        p2c_r, p2c_w = os.pipe()
-        c2p_r, c2p_w = os.pipe()
-        out_buf, err_buf = CappedBuffer(), CappedBuffer()
         key = secrets.token_bytes(32)
-        self._clock = time.monotonic()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.execute.worker", "--in-fd", str(p2c_r), "--out-fd", str(c2p_w)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(p2c_r, c2p_w),
-            cwd=scratch, env=scrubbed_env(scratch, self.o.device, self.gpu), start_new_session=True,
-        )
-        os.close(p2c_r)
-        os.close(c2p_w)
-        drains = [threading.Thread(target=_drain, args=(proc.stdout, out_buf), daemon=True),
-                  threading.Thread(target=_drain, args=(proc.stderr, err_buf), daemon=True)]
-        for t in drains:
-            t.start()
-        self._reader = os.fdopen(c2p_r, "rb", buffering=0)
+        self._reader = os.fdopen(worker.c2p_r, "rb", buffering=0)
         chan = Endpoint(self._reader, p2c_w, key)
         try:
             send_raw_json(p2c_w, self._spec(cand_file, scratch, key))
@@ -396,6 +523,9 @@ class Session:
     def _converse(self, chan: Endpoint) -> None:
         o = self.o
         msg = self._recv(chan, o.compile_timeout_s, "starting the worker")
+        if msg.get("event") == "fatal":
+            self._fail_rest(Status(msg["status"]), msg["error"])
+            return
         if msg.get("event") != "ready":
             raise _Died(f"unexpected first message {msg}")
         self.env = dataclasses.replace(self.env, sandbox=str(msg.get("sandbox", "none"))[:200])

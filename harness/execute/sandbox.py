@@ -267,7 +267,8 @@ def _dedupe(paths: list[Path]) -> tuple[str, ...]:
     return tuple(str(p) for p in kept)
 
 
-def default_policy(scratch: Path, project_root: Path, problem_path: Path, extra_read: tuple = ()) -> SandboxPolicy:
+def default_policy(scratch: Path, project_root: Path, problem_path: Path, extra_read: tuple = (),
+                   more_problems: tuple = ()) -> SandboxPolicy:
     """The candidate worker's policy.
 
     * write (and read): ``scratch`` only -- it holds TMPDIR, the Triton /
@@ -277,7 +278,9 @@ def default_policy(scratch: Path, project_root: Path, problem_path: Path, extra_
       /opt, the CUDA toolkit (/usr/local/cuda*, $CUDA_HOME, $CUDA_PATH) and
       the driver folder /usr/local/nvidia.
     * read only: /etc, /proc, /sys, ``project_root/harness`` (the harness package),
-      the problem file's folder, ``extra_read``.
+      the problem file's folder (the file alone if that folder holds the project),
+      the same for each of ``more_problems`` (a pre-started worker serves any
+      problem of its run), ``extra_read``.
     * read + write, nothing created: /dev/null, /dev/zero, /dev/full,
       /dev/random, /dev/urandom, /dev/nvidia*, /dev/nvidia-caps/* (not
       /dev/shm, not disks), and the applying process's /proc/self/task.
@@ -310,9 +313,11 @@ def default_policy(scratch: Path, project_root: Path, problem_path: Path, extra_
     extra = carve([_real(p) for p in extra_read])
     seen.clear()
     system_ro = carve([Path(p) for p in _SYSTEM_READ_ONLY])
-    problem_dir = problem_path.parent
-    problem_grant = problem_path if _is_within(project_root, problem_dir) else problem_dir
-    read = executable + system_ro + extra + [project_root / "harness", problem_grant]
+    def grant(path: Path) -> Path:  # the file's folder, or the file alone when that folder holds the project
+        return path if _is_within(project_root, path.parent) else path.parent
+
+    problems = [grant(problem_path)] + [grant(_real(Path(p))) for p in more_problems]
+    read = executable + system_ro + extra + [project_root / "harness"] + problems
     devices = [_real(p) for g in _DEVICE_GLOBS for p in glob.glob(g)]
     devices = [p for p in devices if p.exists() and stat.S_ISCHR(p.stat().st_mode)]
     return SandboxPolicy(write_dirs=_dedupe([scratch]), read_dirs=_dedupe(read), exec_dirs=_dedupe(executable),

@@ -278,31 +278,61 @@ def run(spec: dict, chan: Any) -> None:
     chan.send({"event": "done"})
 
 
+def _lock_down(pre: dict) -> str:
+    """Resource limits and the Landlock sandbox, before torch (or anything that starts threads) is imported."""
+    _set_rlimits(pre)
+    if not pre.get("sandbox", True):
+        return "none: disabled (--no-sandbox)"
+    from harness.execute.sandbox import apply, default_policy
+
+    root = Path(__file__).resolve().parents[2]
+    problems = [Path(p) for p in pre["problem_paths"]]
+    return apply(default_policy(Path.cwd(), root, problems[0], more_problems=tuple(problems[1:])))
+
+
+def _warm_up(pre: dict) -> None:
+    """What every candidate needs and no candidate decides: torch, Triton's launch counter, the CUDA context."""
+    import torch
+
+    from harness.execute import guards
+
+    guards.install_triton_counter()
+    if str(pre.get("device", "cpu")).startswith("cuda"):
+        torch.cuda.set_device(0)
+        torch.empty(1, device="cuda")  # create the context now (an allocation, no kernel), not on the candidate's clock
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.execute.worker", description=__doc__.splitlines()[0])
     parser.add_argument("--in-fd", type=int, required=True)
     parser.add_argument("--out-fd", type=int, required=True)
+    parser.add_argument("--prestart", metavar="JSON", help="pre-started worker: lock down and warm up with these "
+                        "settings (device, sandbox, max_file_bytes, problem_paths), then wait for the spec")
     args = parser.parse_args(argv)
 
     from harness.execute.channel import Endpoint
 
+    pre = json.loads(args.prestart) if args.prestart else None
+    sandbox = ""
+    if pre is not None:
+        sandbox = _lock_down(pre)
+        _warm_up(pre)
     reader = os.fdopen(args.in_fd, "rb", buffering=0)
     line = b""
     while not line.endswith(b"\n"):
         chunk = reader.read(1)
         if not chunk:
-            return 3
+            return 3  # the parent went away (or closed the pool) before giving us a candidate
         line += chunk
     spec = json.loads(line)
     chan = Endpoint(reader, args.out_fd, bytes.fromhex(spec.pop("key")))  # the parent's commands follow the spec
-    _set_rlimits(spec)
-    sandbox = "none: disabled (--no-sandbox)"
-    if spec.get("sandbox", True):
-        # Before torch is imported: threads started later inherit the ruleset.
-        from harness.execute.sandbox import apply, default_policy
-
-        root = Path(__file__).resolve().parents[2]
-        sandbox = apply(default_policy(Path.cwd(), root, Path(spec["problem_path"])))
+    if pre is None:
+        sandbox = _lock_down({**spec, "problem_paths": [spec["problem_path"]]})
+    elif spec["problem_path"] not in pre["problem_paths"] or bool(spec.get("sandbox", True)) != bool(pre.get("sandbox", True)):
+        chan.send({"event": "fatal", "status": "HARNESS_ERROR", "error": {
+            "type": "PrestartMismatch", "message": "pre-started worker was set up for other problems or sandbox "
+            "settings than its candidate's spec", "traceback_tail": ""}})
+        return 4
     spec["sandbox_description"] = sandbox
     run(spec, chan)
     return 0

@@ -57,7 +57,7 @@ from harness.execute import sandbox
 
 SCRATCH, ROOT, PROBLEM = Path({scratch!r}), Path({root!r}), Path({problem!r})
 RESULTS = ROOT / "runs" / "results.jsonl"
-policy = sandbox.default_policy(SCRATCH, ROOT, PROBLEM, extra_read={extra_read!r})
+policy = sandbox.default_policy(SCRATCH, ROOT, PROBLEM, extra_read={extra_read!r}, more_problems={more!r})
 {before}
 DESC = sandbox.apply(policy)
 assert DESC.startswith("landlock-abi"), DESC
@@ -103,10 +103,11 @@ def layout(tmp_path: Path) -> dict[str, Path]:
     return {"root": root, "scratch": scratch, "problem": problem, "tmp": tmp_path}
 
 
-def run_child(layout: dict[str, Path], body: str, *, before: str = "", extra_read: tuple = (),
+def run_child(layout: dict[str, Path], body: str, *, before: str = "", extra_read: tuple = (), more_problems: tuple = (),
               env: dict[str, str] | None = None, timeout: int = 180) -> subprocess.CompletedProcess:
     code = PRELUDE.format(scratch=str(layout["scratch"]), root=str(layout["root"]), problem=str(layout["problem"]),
-                          extra_read=tuple(str(p) for p in extra_read), before=before) + textwrap.dedent(body)
+                          extra_read=tuple(str(p) for p in extra_read), more=tuple(str(p) for p in more_problems),
+                          before=before) + textwrap.dedent(body)
     child_env = {**scrubbed_env(layout["scratch"], "cpu", None), **(env or {})}
     return subprocess.run([sys.executable, "-c", code], cwd=layout["scratch"], env=child_env, capture_output=True,
                           text=True, timeout=timeout)
@@ -153,6 +154,23 @@ def test_project_files_are_not_readable(layout):
         assert read(PROBLEM) == b"N = 16\\n"
         assert os.path.exists(RESULTS)  # metadata stays visible: Landlock controls opening, not stat()
     '''))
+
+
+@needs_landlock
+def test_prestarted_worker_reads_the_runs_problem_files_only(layout):
+    """A pre-started worker may read the folders of its run's problem files, not other problem folders."""
+    other = layout["root"] / "problems" / "norm" / "layernorm.py"
+    other.parent.mkdir()
+    other.write_text("M = 8\n")
+    hidden = layout["root"] / "problems" / "hidden" / "secret.py"
+    hidden.parent.mkdir()
+    hidden.write_text("SECRET = 1\n")
+    ok(run_child(layout, f'''
+        assert read(Path({str(other)!r})) == b"M = 8\\n"
+        assert read(PROBLEM) == b"N = 16\\n"
+        denied(read, Path({str(hidden)!r}))
+        denied(read, RESULTS)
+    ''', more_problems=(other,)))
 
 
 @needs_landlock

@@ -1,0 +1,77 @@
+"""Pre-started workers: ready before their candidate, used once, cleaned up, and no looser than a fresh spawn."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from harness import env as envmod
+from harness.candidates.discover import discover
+from harness.execute.gate import DeviceGate
+from harness.execute.runner import RunOptions, Session, WorkerPool
+from harness.measure.timing import TimingConfig
+from harness.pipeline import EvalRequest, evaluate
+from harness.problems.registry import load_registry
+
+FIXTURES = Path(__file__).parent / "fixtures" / "mixed"
+
+
+def _wait_idle(pool: WorkerPool, n: int, timeout_s: float = 120.0) -> None:
+    t0 = time.monotonic()
+    while len(pool._idle) < n:
+        assert time.monotonic() - t0 < timeout_s, "pre-started workers never became idle"
+        time.sleep(0.2)
+
+
+def test_pool_prestarts_replaces_and_cleans_up(tmp_path):
+    opts = RunOptions(device="cpu", sandbox=False)
+    problem = load_registry().get("gelu").path
+    pool = WorkerPool(opts, None, tmp_path, "t", [problem], size=2)
+    try:
+        _wait_idle(pool, 2)
+        w = pool.take()
+        assert w is not None and w.prestarted and w.proc.poll() is None
+        _wait_idle(pool, 2)  # the one taken was replaced
+        idle = list(pool._idle)
+    finally:
+        pool.close()
+    w.discard()
+    for x in [w, *idle]:
+        assert x.proc.poll() is not None and not x.scratch.exists()
+    assert pool.take() is None  # closed: nothing handed out, nothing started
+
+
+def test_prestarted_worker_refuses_a_problem_it_was_not_sandboxed_for(tmp_path):
+    """Bug it stops: a pool set up for other problems must not run a candidate it cannot sandbox correctly."""
+    _, cands = discover(FIXTURES)
+    cand = next(c for c in cands if c.rel_path == "mixed/gelu.py")
+    reg = load_registry()
+    prob = reg.get("gelu")
+    opts = RunOptions(device="cpu", timing=TimingConfig.for_device("cpu"), time_kernels=False, scratch_root=tmp_path)
+    pool = WorkerPool(opts, None, tmp_path, "t", [reg.get("softmax").path], size=1)
+    try:
+        _wait_idle(pool, 1)
+        sess = Session(cand, prob, prob.select(("smoke",)), opts, envmod.snapshot("cpu"), "run", None, DeviceGate(1),
+                       None, (), None, pool=pool)
+        (rec,) = sess.run()
+    finally:
+        pool.close()
+    assert rec.status.value == "HARNESS_ERROR" and "pre-started worker" in rec.error.message
+
+
+def test_same_statuses_with_and_without_prestart(tmp_path):
+    sub = tmp_path / "mixed"
+    sub.mkdir()
+    for name in ("gelu.py", "silu__abort.py", "gelu__nan.py", "manifest.json"):
+        (sub / name).write_text((FIXTURES / name).read_text())
+    names = ("mixed/gelu.py", "mixed/silu__abort.py", "mixed/gelu__nan.py")
+    got = {}
+    for prestart in (True, False):
+        opts = RunOptions(device="cpu", timing=TimingConfig.for_device("cpu"), jobs=2, time_kernels=False,
+                          compile_timeout_s=60, round_timeout_s=30, prestart=prestart)
+        req = EvalRequest(submissions=[sub], registry=load_registry(), out_dir=tmp_path / str(prestart),
+                          options=opts, env=envmod.snapshot("cpu"), workload_tags=("smoke",), progress=False,
+                          )
+        got[prestart] = {r.candidate: r.status.value for r in evaluate(req) if r.candidate in names}
+    assert got[True] == got[False] and len(got[True]) == 3
+    assert got[True]["mixed/gelu.py"] == "PASSED" and got[True]["mixed/silu__abort.py"] == "CRASHED"
