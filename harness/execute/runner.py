@@ -301,7 +301,7 @@ class WorkerPool:
         self._idle: list[WorkerProc] = []
         self._starting = 0
         self._closed = False
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self.taken = self.missed = 0
         for _ in range(self.size):
             self._start_one()
@@ -324,19 +324,30 @@ class WorkerPool:
             if w is not None and not self._closed:
                 self._idle.append(w)
                 w = None
+            self._lock.notify_all()
         if w is not None:
             w.discard()
 
-    def take(self) -> WorkerProc | None:
-        """An idle pre-started worker (oldest first), or None; either way a replacement starts."""
+    def take(self, wait_s: float = 120.0) -> WorkerProc | None:
+        """A pre-started worker (oldest first), or None; either way a replacement starts.
+
+        When none is idle but some are starting, waits for one (up to ``wait_s``): it
+        started earlier than a worker spawned now would, so waiting is never slower.
+        """
         got = None
+        deadline = time.monotonic() + wait_s
         with self._lock:
-            while self._idle and got is None:
-                w = self._idle.pop(0)
-                if w.proc.poll() is None:
-                    got = w
-                else:
-                    threading.Thread(target=w.discard, daemon=True).start()
+            while got is None and not self._closed:
+                while self._idle and got is None:
+                    w = self._idle.pop(0)
+                    if w.proc.poll() is None:
+                        got = w
+                    else:
+                        threading.Thread(target=w.discard, daemon=True).start()
+                left = deadline - time.monotonic()
+                if got is not None or self._starting == 0 or left <= 0:
+                    break
+                self._lock.wait(timeout=left)
             if got is not None:
                 self.taken += 1
             else:
@@ -348,6 +359,7 @@ class WorkerPool:
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
+            self._lock.notify_all()
         for w in idle:
             w.discard()
 
