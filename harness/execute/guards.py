@@ -15,7 +15,7 @@
 * Dry launches (GPU precompile): inside :func:`dry_launches`, a Triton launch
   compiles its kernel without launching it, and an autotuned Triton kernel
   compiles every config without benchmarking any (the choice is left to the
-  first real call, which runs under the device lock). The compile, the slow
+  first real call, which then runs with the GPU to itself). The compile, the slow
   part, then overlaps other candidates' timing while the GPU work does not.
 """
 
@@ -31,6 +31,12 @@ class LoweredOnly(Exception):
 
 class _Dry:
     active = False
+    autotuned = False  # an autotuner was reached inside the last dry block
+
+
+def dry_saw_autotune() -> bool:
+    """Whether the last dry forward reached an autotuner (its choice is then made with the GPU held alone)."""
+    return _Dry.autotuned
 
 
 class dry_launches:
@@ -38,6 +44,7 @@ class dry_launches:
 
     def __enter__(self) -> "dry_launches":
         _Dry.active = True
+        _Dry.autotuned = False
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -103,6 +110,7 @@ def install_triton_counter() -> bool:
             return orig_tune(self, *args, **kwargs)
         # compile every config (errors such as out-of-resources are the real
         # call's business), never benchmark, never fill the autotuner's cache
+        _Dry.autotuned = True
         for config in self.configs:
             try:
                 self.fn.run(*args, **{**kwargs, **config.all_kwargs()})

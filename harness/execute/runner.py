@@ -560,7 +560,8 @@ class Session:
                 raise _Died(f"unexpected message {ev!r}")
             w = by_name[msg["workload"]]
             self._lap(w.name, "build_s")
-            self._acquire("shared")
+            # a candidate whose first forward autotunes gets the GPU alone for round 0
+            self._acquire("exclusive" if msg.get("exclusive_first_round") else "shared")
             self._lap(w.name, "wait_s")
             try:
                 chan.send({"cmd": "go", "seed": round_seed(self.o.base_seed, w.name, 0)})
@@ -578,6 +579,8 @@ class Session:
             msg = self._recv(chan, o.round_timeout_s + (o.compile_timeout_s if r == 0 else 0), f"running round {r} of '{w.name}'")
             if msg.get("event") != "round":
                 raise _Died(f"unexpected message {msg.get('event')!r}")
+            if self.lock_held == "exclusive":  # the autotuning round is over: share the GPU again
+                self._acquire("shared")
             if "lowered_sources" in msg:
                 lowered = msg["lowered_sources"]
                 break

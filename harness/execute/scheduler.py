@@ -5,8 +5,9 @@ pinned to its device (the worker subprocess is spawned with that device
 visible), and pulls again when done. A device therefore never waits for a
 slow candidate assigned to another one (no lock-step batches, no round-robin
 assignment at submission time). Several slots per device let imports and
-compiles overlap; the per-device lock taken by :class:`Session` keeps each
-device's correctness and timing phases exclusive.
+compiles overlap; the per-device gate taken by :class:`Session`
+(:class:`harness.execute.gate.DeviceGate`) lets a few correctness phases share
+a device and keeps each timing phase exclusive.
 
 A device whose health probe fails after a crash is retired: its threads stop
 pulling, the other devices carry on, and when none is left the remaining

@@ -176,7 +176,7 @@ def run(spec: dict, chan: Any) -> None:
 
         if spec.get("precompile") and device.startswith("cuda"):
             # Compile (Triton JIT and every autotune config, TileLang nvcc)
-            # before taking the device lock, so compiles overlap with other
+            # before asking for the device, so compiles overlap with other
             # candidates' timing. Triton launches are dry here (compile, no
             # launch, no autotune benchmarking: guards.dry_launches), so this
             # forward puts almost no work on the GPU; a TileLang kernel does
@@ -193,7 +193,9 @@ def run(spec: dict, chan: Any) -> None:
                     chan.send({"event": "workload_fatal", "workload": name, "status": "RUNTIME_ERROR",
                                "error": _error(exc)})
                     return
-        chan.send({"event": "want_device", "workload": name})
+        # an autotuner benchmarks in the first real forward: ask for the GPU alone for that round
+        chan.send({"event": "want_device", "workload": name,
+                   "exclusive_first_round": bool(spec.get("precompile")) and guards.dry_saw_autotune()})
         cmd = chan.recv()
         if not cmd or cmd.get("cmd") != "go":
             return

@@ -35,7 +35,11 @@ SCRIPT = textwrap.dedent("""
     y = torch.zeros(64)
     with guards.dry_launches():
         fill[(4,)](y, 64, BLOCK=16)
+    assert not guards.dry_saw_autotune()
+    with guards.dry_launches():
+        fill[(4,)](y, 64, BLOCK=16)
         tuned[lambda m: (triton.cdiv(64, m["BLOCK"]),)](y, 64)
+    assert guards.dry_saw_autotune()  # its first real call gets the GPU alone
     assert float(y.sum()) == 0.0, "a dry launch wrote its output"
     assert guards.COUNTER.triton == 0, guards.COUNTER.triton
     assert tuned.cache == {}, "a dry launch picked an autotune config"
