@@ -183,13 +183,7 @@ class Checker:
             threading.Thread(target=_drain, args=(proc.stderr, self._stderr), daemon=True).start()
             self._free.put(proc)
 
-    @property
-    def proc(self) -> subprocess.Popen:  # the first one (tests, diagnostics)
-        return self.procs[0]
-
     def compare(self, req: dict) -> dict:
-        import json
-
         proc = self._free.get()
         try:
             assert proc.stdin and proc.stdout
@@ -227,6 +221,25 @@ def make_scratch(root: Path, tag: str) -> Path:
     return scratch
 
 
+def wait_briefly(proc: subprocess.Popen) -> int | None:
+    """The exit code, after at most 30 s (then SIGKILL and another 30 s)."""
+    try:
+        return proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait(timeout=30)
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the worker's whole process group (it runs in its own session) and reap it."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    wait_briefly(proc)
+
+
 @dataclass
 class WorkerProc:
     """A spawned worker process and the parent's ends of its pipes."""
@@ -242,15 +255,7 @@ class WorkerProc:
 
     def discard(self) -> None:
         """Kill it and free its pipes and scratch (a pre-started worker nobody took)."""
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            pass
+        kill_group(self.proc)
         for fd in (self.p2c_w, self.c2p_r):
             try:
                 os.close(fd)
@@ -302,7 +307,6 @@ class WorkerPool:
         self._starting = 0
         self._closed = False
         self._lock = threading.Condition()
-        self.taken = self.missed = 0
         for _ in range(self.size):
             self._start_one()
 
@@ -348,10 +352,6 @@ class WorkerPool:
                 if got is not None or self._starting == 0 or left <= 0:
                     break
                 self._lock.wait(timeout=left)
-            if got is not None:
-                self.taken += 1
-            else:
-                self.missed += 1
         self._start_one()
         return got
 
@@ -444,16 +444,16 @@ class Session:
             send_raw_json(p2c_w, self._spec(cand_file, scratch, key))
             self._converse(chan)
         except _Timeout as exc:
-            self._kill(proc)
+            kill_group(proc)
             self._fail_rest(Status.TIMEOUT, {"type": "Timeout", "message": str(exc), "traceback_tail": err_buf.text()[-2000:]})
         except (_Died, ChannelError, BrokenPipeError, OSError) as exc:
-            code = self._wait(proc)
+            code = wait_briefly(proc)
             how = f"killed by {_signame(-code)}" if code is not None and code < 0 else f"exit code {code}"
             status = Status.CRASHED if not isinstance(exc, ChannelError) else Status.REWARD_HACK
             msg = f"worker ended unexpectedly ({how}): {exc}" if status is Status.CRASHED else f"result channel tampered: {exc}"
             self._fail_rest(status, {"type": type(exc).__name__, "message": msg, "traceback_tail": err_buf.text()[-3000:]})
         finally:
-            self._kill(proc)
+            kill_group(proc)
             self._probe_after_fault()  # still holding the device: nothing is timed on a GPU being probed
             self._release()
             for t in drains:
@@ -695,19 +695,3 @@ class Session:
         if "output_path" not in msg:
             return Status.INCORRECT_DTYPE, "forward returned no tensor output", None
         return None
-
-    def _kill(self, proc: subprocess.Popen) -> None:
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        self._wait(proc)
-
-    @staticmethod
-    def _wait(proc: subprocess.Popen) -> int | None:
-        try:
-            return proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            return proc.wait(timeout=30)

@@ -118,14 +118,13 @@ def run(spec: dict, chan: Any) -> None:
     from harness.problems.loader import load_module
 
     device = spec["device"]
+    _warm_up(spec)  # done already in a pre-started worker (idempotent)
     if device.startswith("cuda"):
-        torch.cuda.set_device(0)  # CUDA_VISIBLE_DEVICES pins the job to its GPU
         frac = float(spec.get("gpu_memory_fraction") or 0)
         if 0 < frac < 1:
             # the caching allocator refuses to grow past this share of the GPU: one
             # candidate cannot starve the others (or the checker) sharing the device
             torch.cuda.set_per_process_memory_fraction(frac, 0)
-    guards.install_triton_counter()
     if spec.get("dsl") == "tilelang":  # importing tilelang costs seconds: only when the candidate uses it
         guards.install_tilelang_hooks(execute=device.startswith("cuda"))
     tcfg = TimingConfig(**spec["timing"])
@@ -300,7 +299,7 @@ def _warm_up(pre: dict) -> None:
 
     guards.install_triton_counter()
     if str(pre.get("device", "cpu")).startswith("cuda"):
-        torch.cuda.set_device(0)
+        torch.cuda.set_device(0)  # CUDA_VISIBLE_DEVICES pins the worker to its GPU
         torch.empty(1, device="cuda")  # create the context now (an allocation, no kernel), not on the candidate's clock
 
 
