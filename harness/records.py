@@ -299,7 +299,11 @@ class JobResult:
     """Wall seconds per phase as the parent saw them: ``startup_s`` (interpreter, torch, guards),
     ``import_s`` (the candidate module), ``build_s`` (models, dry precompile), ``wait_s`` (for a
     correctness slot on the device), ``correctness_s``, ``timing_wait_s`` (for the device to itself),
-    ``timing_s``; the first two are shared by a candidate's workloads."""
+    ``timing_s``; the first two are shared by a candidate's workloads. Parts of ``correctness_s``
+    (sums over rounds, for overhead accounting): ``forward_s`` and ``handoff_s`` (the candidate's
+    forward and the saving of its outputs, as the worker reports them: untrusted, never scored),
+    ``check_s`` (the trusted checker's reply, of which ``reference_s`` computing the references;
+    0 when another candidate of the run already computed them)."""
     base_seed: int | None = None
     """The run's base seed. Random and secret by default (candidates only ever receive the seed of
     the round they are in, just before it); stored here so ``kernelgate run --seed`` can replay the run."""

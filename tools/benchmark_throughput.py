@@ -4,10 +4,16 @@ Runs ``kernelgate run`` on the bundled submissions in several configurations
 and reports, from the records' ``phase_s`` and the wall clock:
 
 * throughput: candidate-workload evaluations per hour;
-* harness overhead per candidate: session wall time minus the candidate's own
-  compile (build_s, which includes the untimed precompile forward) and device
-  phases (correctness_s, timing_s) -- i.e. process start-up, imports, waiting
-  and bookkeeping;
+* harness overhead per candidate: the harness's own time on the candidate's
+  path, i.e. what is neither the candidate's compile (``build_s``, with the
+  untimed precompile forward), its forwards in the correctness rounds
+  (``forward_s``), nor the timing phase (candidate and library, the
+  protocol's measurement): waiting for its worker to start (``startup_s``),
+  and per round making inputs, the guards' checks, handing the output over
+  and the trusted checker's reference and compare (``correctness_s -
+  forward_s``; ``check_s`` and ``reference_s`` are shown apart);
+* gaps: for a one-job config, the wall clock minus the candidates' sessions,
+  per candidate (run set-up, process teardown, record writing);
 * the phase breakdown (medians).
 
 Usage on the device machine (one command; prints a table last):
@@ -47,11 +53,18 @@ def run_config(name: str, jobs: int, gpus: str, out: Path, folders: list[str], e
     for r in rows:
         ph = r.get("phase_s") or {}
         c = per_cand.setdefault(r["candidate"], {"startup_s": ph.get("startup_s", 0.0), "import_s": ph.get("import_s", 0.0),
-                                                 "own_s": 0.0, "wait_s": 0.0, "workloads": 0})
-        c["own_s"] += ph.get("build_s", 0.0) + ph.get("correctness_s", 0.0) + ph.get("timing_s", 0.0)
-        c["wait_s"] += ph.get("wait_s", 0.0)
+                                                 "own_s": 0.0, "harness_s": ph.get("startup_s", 0.0), "check_s": 0.0,
+                                                 "reference_s": 0.0, "session_s": ph.get("startup_s", 0.0) + ph.get("import_s", 0.0),
+                                                 "workloads": 0})
+        forward = min(ph.get("forward_s", 0.0), ph.get("correctness_s", 0.0))
+        c["own_s"] += ph.get("build_s", 0.0) + forward + ph.get("timing_s", 0.0)
+        c["harness_s"] += ph.get("correctness_s", 0.0) - forward
+        c["check_s"] += ph.get("check_s", 0.0)
+        c["reference_s"] += ph.get("reference_s", 0.0)
+        c["session_s"] += sum(ph.get(k, 0.0) for k in ("build_s", "wait_s", "correctness_s", "timing_wait_s", "timing_s"))
         c["workloads"] += 1
-    overhead = [c["startup_s"] + c["import_s"] for c in per_cand.values()]
+    def med(key: str) -> float | None:
+        return round(statistics.median(c[key] for c in per_cand.values()), 3) if per_cand else None
     n_dev = len(gpus.split(",")) if gpus else 1
     phases: dict[str, list[float]] = {}
     for r in rows:
@@ -63,8 +76,12 @@ def run_config(name: str, jobs: int, gpus: str, out: Path, folders: list[str], e
         "evals_per_hour": round(len(rows) / wall * 3600),
         "evals_per_device_hour": round(len(rows) / wall * 3600 / n_dev),
         "phase_s_median": {k: round(statistics.median(v), 3) for k, v in sorted(phases.items())},
-        "overhead_s_median": round(statistics.median(overhead), 2) if overhead else None,
-        "own_s_median": round(statistics.median(c["own_s"] for c in per_cand.values()), 2) if per_cand else None,
+        "overhead_s_median": med("harness_s"),
+        "overhead_s_max": round(max(c["harness_s"] for c in per_cand.values()), 3) if per_cand else None,
+        "startup_s_median": med("startup_s"), "check_s_median": med("check_s"), "reference_s_median": med("reference_s"),
+        "own_s_median": med("own_s"),
+        "gap_s_per_candidate": (round((wall - sum(c["session_s"] for c in per_cand.values())) / len(per_cand), 3)
+                                if per_cand and jobs == 1 else None),
         "stderr_tail": proc.stderr[-500:],
     }
 
@@ -86,11 +103,14 @@ def main(argv: list[str] | None = None) -> int:
         results.append(run_config(name, int(jobs), gpus, out, args.folders, [*only, *args.extra]))
         (out / "benchmark.json").write_text(json.dumps(results, indent=2))
     print(f"{'config':8s} {'jobs':>4s} {'gpus':>6s} {'wall s':>8s} {'records':>7s} {'passed':>6s} {'evals/h':>8s} "
-          f"{'per dev-h':>9s} {'overhead s':>10s} {'own s':>7s}")
+          f"{'per dev-h':>9s} {'overhead s':>10s} {'start-up':>8s} {'check':>6s} {'own s':>7s} {'gap s':>6s}")
     for r in results:
         print(f"{r['config']:8s} {r['jobs']:4d} {r['gpus']:>6s} {r['wall_s']:8.1f} {r['records']:7d} {r['passed']:6d} "
               f"{r['evals_per_hour']:8d} {r['evals_per_device_hour']:9d} {r['overhead_s_median']!s:>10s} "
-              f"{r['own_s_median']!s:>7s}")
+              f"{r['startup_s_median']!s:>8s} {r['check_s_median']!s:>6s} {r['own_s_median']!s:>7s} "
+              f"{r['gap_s_per_candidate']!s:>6s}")
+    print("overhead = start-up wait + the harness's part of correctness (per candidate, median); own = compile + "
+          "forwards + timing phase; gap = wall not inside any candidate's session (one-job configs)")
     for r in results:
         print(r["config"], "phase medians (s):", r["phase_s_median"])
     return 0

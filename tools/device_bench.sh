@@ -8,26 +8,42 @@
 # also a repeatability check (pipelining must not move the medians).
 # Usage on a two-GPU device machine, from the repo root: bash tools/device_bench.sh
 # Leaves under $OUT: environment.txt, bench.txt, benchmark.json, repeat_seq_vs_pipe.txt,
-# {seq,pipe,pipe2}_results.jsonl.
+# <config>_results.jsonl.
+# Environment: KG_BENCH_CONFIGS (NAME:JOBS:GPUS ...), KG_BENCH_PROBLEMS (space-separated; "all" for
+# every problem), KG_BENCH_FOLDERS (default submissions/triton-reference), KG_BENCH_EXTRA (more
+# 'kernelgate run' flags), KG_BENCH_BUDGET (seconds, default 330). Carry .device for TileLang.
+# The 1-vs-2-GPU measurement on the whole suite (two commands, same machine, one after the other):
+#   KG_BENCH_CONFIGS=one:12:0 KG_BENCH_PROBLEMS=all KG_BENCH_FOLDERS="submissions/triton-reference
+#   submissions/tilelang-reference submissions/defects" KG_BENCH_EXTRA="--quick --check-slots 3" bash tools/device_bench.sh
+#   ... and the same with KG_BENCH_CONFIGS=two:24:0,1
 set -uo pipefail
 OUT="${OUT:-/tmp/kg-bench}"
 mkdir -p "$OUT"
+if [ -f .device/tl_site.tar.xz ]; then
+  mkdir -p /tmp/site && tar -C /tmp/site -xJf .device/tl_site.tar.xz
+  export PYTHONPATH="/tmp/site:${PYTHONPATH:-}"
+fi
 export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 KERNELGATE_CACHE="$OUT/cache"
 {
   date -u
   nvidia-smi --query-gpu=index,name,uuid,driver_version,clocks.sm,clocks.mem,memory.total --format=csv
   python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
+  python3 -c "import tilelang; print('tilelang', tilelang.__version__)" 2>&1 | tail -1
+  echo "kernelgate $(python3 -c 'import harness; print(getattr(harness, "__version__", "?"))')"
   echo "cpus $(nproc)"
   CUDA_VISIBLE_DEVICES=0 python3 -m harness calibrate --device cuda
 } > "$OUT/environment.txt" 2>&1
 problems="${KG_BENCH_PROBLEMS:-layernorm rmsnorm softmax sum_dim conv2d_1x1 depthwise_conv2d gemm_square bmm gelu swiglu}"
-only=(); for p in $problems; do only+=(--only "$p"); done
+only=(); [ "$problems" != all ] && for p in $problems; do only+=(--only "$p"); done
 configs="${KG_BENCH_CONFIGS:-seq:1:0 pipe:12:0 pipe2:24:0,1}"
+# shellcheck disable=SC2086 # word splitting of the folder and flag lists is intended
 timeout "${KG_BENCH_BUDGET:-330}" python3 tools/benchmark_throughput.py --configs $configs --out "$OUT/bench" \
-   --folders submissions/triton-reference "${only[@]}" --extra --scratch /dev/shm/kgb > "$OUT/bench.txt" 2>&1
+   --folders ${KG_BENCH_FOLDERS:-submissions/triton-reference} "${only[@]}" \
+   --extra --scratch /dev/shm/kgb --compile-timeout 300 ${KG_BENCH_EXTRA:-} > "$OUT/bench.txt" 2>&1
 echo "benchmark exit $?" >> "$OUT/bench.txt"
-python3 tools/compare_repeats.py "$OUT/bench/seq" "$OUT/bench/pipe" > "$OUT/repeat_seq_vs_pipe.txt" 2>&1
+[ -d "$OUT/bench/seq" ] && [ -d "$OUT/bench/pipe" ] && \
+  python3 tools/compare_repeats.py "$OUT/bench/seq" "$OUT/bench/pipe" > "$OUT/repeat_seq_vs_pipe.txt" 2>&1
 cp "$OUT/bench/benchmark.json" "$OUT/benchmark.json" 2>/dev/null
-for c in seq pipe pipe2; do cp "$OUT/bench/$c/results.jsonl" "$OUT/${c}_results.jsonl" 2>/dev/null; done
+for d in "$OUT"/bench/*/; do c=$(basename "$d"); cp "$d/results.jsonl" "$OUT/${c}_results.jsonl" 2>/dev/null; done
 rm -rf "$OUT/bench" "$OUT/cache"
-cat "$OUT/environment.txt" | head -8; cat "$OUT/bench.txt" | tail -12; tail -5 "$OUT/repeat_seq_vs_pipe.txt"; ls "$OUT"
+cat "$OUT/environment.txt" | head -8; cat "$OUT/bench.txt" | tail -12; tail -5 "$OUT/repeat_seq_vs_pipe.txt" 2>/dev/null; ls "$OUT"

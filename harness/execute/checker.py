@@ -8,20 +8,38 @@ candidate cannot reach. It may use the GPU; the runner never does.
 Request: ``{"op": "compare", "problem_path", "params", "dtype", "device",
 "model_seed", "seed", "round", "input_transform", "atol", "rtol",
 "reduction_length", "output_path"}``; reply: the dict from
-:func:`harness.score.correctness.compare_outputs`. References for the most
-recent rounds are cached, so the candidates of one problem share them.
+:func:`harness.score.correctness.compare_outputs` plus ``ref_s`` (seconds
+spent computing references; 0 on a cache hit) and ``check_s`` (loading the
+candidate's output and comparing). References are cached, least recently
+used first out, up to ``KERNELGATE_CHECKER_CACHE_MB`` (default 4096) per
+process: every candidate of a run gets the same round seeds for a workload,
+so the candidates of one problem share one reference computation (the runner
+sends a workload's compares to the process that computed its references).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 import traceback
 from collections import OrderedDict
 from pathlib import Path
 
 _CACHE: "OrderedDict[str, tuple[list, list]]" = OrderedDict()
-_CACHE_MAX = 6
+_CACHE_MAX_ENTRIES = 64
+
+
+def _cache_limit_bytes() -> int:
+    try:
+        return max(0, int(os.environ.get("KERNELGATE_CHECKER_CACHE_MB", "4096"))) << 20
+    except ValueError:
+        return 4096 << 20
+
+
+def _nbytes(entry: tuple[list, list]) -> int:
+    return sum(t.numel() * t.element_size() for part in entry for t in part)
 
 
 def _reference(req: dict) -> tuple[list, list]:
@@ -52,22 +70,38 @@ def _reference(req: dict) -> tuple[list, list]:
             model32 = make_reference_model(module, "float32", device, req["model_seed"])
             in32 = [x.float() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
             refs = [t.detach().double() for t in flatten_outputs(model32(*in32))]
-    _CACHE[key] = (refs, libs)
-    while len(_CACHE) > _CACHE_MAX:
-        _CACHE.popitem(last=False)
+    limit = _cache_limit_bytes()
+    if _nbytes((refs, libs)) <= limit:
+        _CACHE[key] = (refs, libs)
+        while len(_CACHE) > _CACHE_MAX_ENTRIES or sum(_nbytes(e) for e in _CACHE.values()) > limit:
+            _CACHE.popitem(last=False)
     return refs, libs
 
 
 def handle(req: dict) -> dict:
     import torch
 
-    from harness.score.correctness import compare_outputs
-
     if req.get("op") == "ping":
         return {"ok": True}
     if req.get("op") != "compare":
         return {"ok": False, "status": "HARNESS_ERROR", "detail": f"unknown op {req.get('op')!r}"}
+    t0 = time.perf_counter()
     refs, libs = _reference(req)
+    if refs and refs[0].is_cuda:
+        torch.cuda.synchronize()
+    t1 = time.perf_counter()
+    res = _check(req, refs, libs)
+    if refs and refs[0].is_cuda:
+        torch.cuda.synchronize()
+    res["ref_s"], res["check_s"] = round(t1 - t0, 4), round(time.perf_counter() - t1, 4)
+    return res
+
+
+def _check(req: dict, refs: list, libs: list) -> dict:
+    import torch
+
+    from harness.score.correctness import compare_outputs
+
     try:
         outs = torch.load(req["output_path"], map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - a tampered or truncated output file
@@ -79,9 +113,22 @@ def handle(req: dict) -> dict:
     return compare_outputs(outs, refs, libs, atol=req["atol"], rtol=req["rtol"], reduction_length=req.get("reduction_length"))
 
 
+def _warm_up() -> None:
+    """Pay torch's import and the CUDA context at start-up, not inside the first candidate's check."""
+    import torch
+
+    import harness.execute.inputs  # noqa: F401
+    import harness.problems.loader  # noqa: F401
+    import harness.score.correctness  # noqa: F401
+
+    if os.environ.get("CUDA_VISIBLE_DEVICES") and torch.cuda.is_available():
+        torch.empty(1, device="cuda")
+
+
 def main() -> int:
     out = sys.stdout
     sys.stdout = sys.stderr  # anything printed by problem code must not corrupt the protocol
+    _warm_up()
     for line in sys.stdin:
         if not line.strip():
             continue

@@ -163,14 +163,17 @@ class Checker:
     """Handle on the trusted reference-checker subprocesses of one device (a pool of ``size``).
 
     Each compare goes to a free process, so the correctness phases that share
-    a GPU (see :mod:`harness.execute.gate`) are checked side by side.
+    a GPU (see :mod:`harness.execute.gate`) are checked side by side. A
+    workload's compares prefer the process that served it last: that process
+    has its references cached (the candidates of one problem get the same
+    round seeds), so a problem's references are computed once per run.
     """
 
     def __init__(self, device: str, gpu: int | None, scratch: Path, size: int = 1):
-        import queue
-
         env = scrubbed_env(scratch, device, gpu)
         env.pop("TRITON_INTERPRET", None)
+        if "KERNELGATE_CHECKER_CACHE_MB" in os.environ:
+            env["KERNELGATE_CHECKER_CACHE_MB"] = os.environ["KERNELGATE_CHECKER_CACHE_MB"]
         scratch.mkdir(parents=True, exist_ok=True)
         (scratch / "tmp").mkdir(exist_ok=True)
         self._stderr = CappedBuffer()
@@ -178,13 +181,30 @@ class Checker:
             [sys.executable, "-m", "harness.execute.checker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, env=env, cwd=scratch, start_new_session=True,
         ) for _ in range(max(1, size))]
-        self._free: "queue.Queue[subprocess.Popen]" = queue.Queue()
+        self._cv = threading.Condition()
+        self._free: list[subprocess.Popen] = list(self.procs)
+        self._last: dict[str, subprocess.Popen] = {}  # workload key -> the process that computed its references
         for proc in self.procs:
             threading.Thread(target=_drain, args=(proc.stderr, self._stderr), daemon=True).start()
-            self._free.put(proc)
+
+    def _take(self, key: str) -> subprocess.Popen:
+        with self._cv:
+            while not self._free:
+                self._cv.wait()
+            proc = self._last.get(key)
+            if proc not in self._free:
+                proc = self._free[0]
+            self._free.remove(proc)
+            self._last[key] = proc
+            return proc
+
+    def _give(self, proc: subprocess.Popen) -> None:
+        with self._cv:
+            self._free.append(proc)
+            self._cv.notify()
 
     def compare(self, req: dict) -> dict:
-        proc = self._free.get()
+        proc = self._take(json.dumps([req.get("problem_path"), req.get("params"), req.get("dtype")], sort_keys=True))
         try:
             assert proc.stdin and proc.stdout
             proc.stdin.write((json.dumps(req) + "\n").encode())
@@ -193,21 +213,25 @@ class Checker:
         except (BrokenPipeError, OSError):
             line = b""
         finally:
-            self._free.put(proc)
+            self._give(proc)
         if not line:
             return {"ok": False, "status": "HARNESS_ERROR", "detail": "reference checker died: " + self._stderr.text()[-2000:]}
         return json.loads(line)
 
-    def close(self) -> None:
+    def close(self, timeout_s: float = 10.0) -> None:
+        """End every checker: close their stdin, give them ``timeout_s`` in all, then kill the rest."""
         for proc in self.procs:
-            if proc.poll() is None:
-                assert proc.stdin
-                proc.stdin.close()
+            if proc.poll() is None and proc.stdin:
+                try:
+                    proc.stdin.close()
+                except OSError:
+                    pass
+        deadline = time.monotonic() + timeout_s
         for proc in self.procs:
             try:
-                proc.wait(timeout=10)
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                proc.kill()
+                kill_group(proc)
 
 
 SCRATCH_DIRS = ("tmp", "handoff", "triton-cache", "tilelang-cache", "cache")
@@ -422,6 +446,12 @@ class Session:
         self._phases.setdefault(key, {})[phase] = round(now - self._clock, 4)
         self._clock = now
 
+    def _add(self, key: str, phase: str, seconds: object) -> None:
+        """Add ``seconds`` to the running total ``phase`` of ``key`` (a part of a lapped phase, for diagnostics)."""
+        if isinstance(seconds, (int, float)) and 0 <= seconds < 1e6:
+            ph = self._phases.setdefault(key, {})
+            ph[phase] = round(ph.get(phase, 0.0) + float(seconds), 4)
+
     def _fail_rest(self, status: Status, error: dict) -> None:
         for w in self.workloads:
             self._record(w, status, error=error)
@@ -584,8 +614,13 @@ class Session:
             if "lowered_sources" in msg:
                 lowered = msg["lowered_sources"]
                 break
+            # parts of correctness_s: the worker's own report of its forward and output hand-off
+            # (untrusted, diagnostics only) and the trusted checker's reference and compare
+            self._add(w.name, "forward_s", msg.get("forward_s"))
+            self._add(w.name, "handoff_s", msg.get("handoff_s"))
             failed = self._judge_round(msg, w)
             if failed is None:
+                t_check = time.monotonic()
                 res = self.checker.compare({
                     "op": "compare", "problem_path": str(self.p.path), "params": w.params, "dtype": w.dtype,
                     "device": "cuda" if o.device == "cuda" else "cpu", "model_seed": round_seed(o.base_seed, w.name, -1),
@@ -593,6 +628,8 @@ class Session:
                     "atol": w.atol, "rtol": w.rtol, "reduction_length": w.reduction_length, "allow_tf32": w.allow_tf32,
                     "output_path": msg["output_path"],
                 })
+                self._add(w.name, "check_s", time.monotonic() - t_check)
+                self._add(w.name, "reference_s", res.get("ref_s"))
                 if res.get("max_abs_err") is not None:
                     max_abs = max(max_abs, res["max_abs_err"])
                     max_excess = max(max_excess, res["max_excess"])

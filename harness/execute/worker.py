@@ -34,6 +34,7 @@ import importlib.util
 import json
 import os
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -220,10 +221,12 @@ def run(spec: dict, chan: Any) -> None:
             guards.COUNTER.reset()
             try:
                 recorder = guards.AtenRecorder()
+                t_fwd = time.perf_counter()
                 with torch.no_grad(), recorder:
                     out = new_model(*inputs)
                 if device.startswith("cuda"):
                     torch.cuda.synchronize()
+                facts["forward_s"] = round(time.perf_counter() - t_fwd, 4)  # diagnostics only: never scored
                 facts["aten_forbidden"] = recorder.forbidden(tuple(spec["library_aten"]))
             except guards.LoweredOnly:
                 facts["lowered_sources"] = [s[:200_000] for s in guards.COUNTER.lowered_sources]
@@ -250,7 +253,9 @@ def run(spec: dict, chan: Any) -> None:
             facts["output_types"] = [type(o).__module__ + "." + type(o).__qualname__ for o in outs]
             if all(type(o) is torch.Tensor for o in outs):
                 path = handoff / f"{name}.r{r}.pt"
+                t_save = time.perf_counter()
                 torch.save([o.detach().to("cpu") for o in outs], path)
+                facts["handoff_s"] = round(time.perf_counter() - t_save, 4)
                 facts["output_path"] = str(path)
             chan.send(facts)
             reply = chan.recv()
