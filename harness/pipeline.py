@@ -205,7 +205,8 @@ def evaluate(req: EvalRequest) -> list[JobResult]:
     locks = {g: DeviceGate(slots) for g in gpus}
     per_device = max(1, opts.jobs // len(gpus))
     problem_paths = sorted({t[1].path.resolve() for t in tasks})
-    pools = {g: WorkerPool(opts, g, scratch_root, run_id[:8], problem_paths, min(per_device, 8))
+    tilelang = any(t[0].dsl == "tilelang" for t in tasks)  # then pooled workers import it while they wait
+    pools = {g: WorkerPool(opts, g, scratch_root, run_id[:8], problem_paths, min(per_device, 8), tilelang)
              for g in gpus} if opts.prestart and tasks else {}
     bar = None
     if req.progress:

@@ -15,6 +15,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the harness package, installed or not
+
 GENS = ("triton-reference", "tilelang-reference", "defects")
 FLAGGED = ("authoring_defect", "structural_residual", "borderline")
 

@@ -93,7 +93,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         jobs=args.jobs or min(8, os.cpu_count() or 1),
         keep_scratch=args.keep_scratch, scratch_root=Path(args.scratch) if args.scratch else None,
         precompile=not args.no_precompile, sandbox=not args.no_sandbox, check_slots=args.check_slots,
-        gpu_memory_fraction=args.gpu_memory_fraction, prestart=not args.no_prestart,
+        gpu_memory_fraction=args.gpu_memory_fraction, prestart=not args.no_prestart, handoff=args.handoff,
     )
     snap = envmod.snapshot(device, gpus[0])
     ceilings = None
@@ -204,6 +204,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "turn comes (default: keep up to 8 pre-started per device, each still used for one candidate only)")
     p.add_argument("--gpu-memory-fraction", type=float, default=0.5, metavar="F",
                    help="GPU: share of the device memory one candidate's allocator may hold (default 0.5; 1 = no cap)")
+    p.add_argument("--handoff", choices=("ipc", "file"), default="ipc",
+                   help="GPU: how each round's outputs reach the trusted checker: 'ipc' (default) maps the worker's "
+                        "device memory into the checker (CUDA IPC, no host copies); 'file' saves them to the scratch "
+                        "folder (the CPU path always does)")
     p.add_argument("--check-slots", type=int, default=3, metavar="N",
                    help="GPU: candidates whose correctness rounds may share one GPU at once (default 3); timing "
                         "always has the GPU to itself. 1 = one candidate on the GPU at a time")

@@ -102,6 +102,17 @@ def _check(req: dict, refs: list, libs: list) -> dict:
 
     from harness.score.correctness import compare_outputs
 
+    if "output_ipc" in req:
+        from harness.execute.handoff import HandoffError, import_outputs
+
+        try:
+            outs = import_outputs(req["output_ipc"])
+        except HandoffError as exc:
+            return {"ok": False, "status": "HARNESS_ERROR", "detail": f"candidate output could not be read over CUDA "
+                    f"IPC ({exc}); if this repeats for every candidate, rerun with --handoff file",
+                    "max_abs_err": None, "max_excess": None, "library_max_excess": None}
+        return compare_outputs(outs, refs, libs, atol=req["atol"], rtol=req["rtol"],
+                               reduction_length=req.get("reduction_length"))
     try:
         outs = torch.load(req["output_path"], map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - a tampered or truncated output file

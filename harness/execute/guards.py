@@ -93,6 +93,16 @@ def install_triton_counter() -> bool:
         def run(self, *args, _orig=orig, **kwargs):
             if _Dry.active and "warmup" in kwargs:
                 kwargs["warmup"] = True
+                kernel = _orig(self, *args, **kwargs)
+                # also load the binary and build its launcher (Triton does both lazily at the
+                # first real launch; the launcher can be a C compile): still no kernel runs
+                init = getattr(kernel, "_init_handles", None)
+                if callable(init):
+                    try:
+                        init()
+                    except Exception:  # noqa: BLE001 - e.g. out of shared memory: the real launch reports it
+                        pass
+                return kernel
             if not kwargs.get("warmup", False):
                 COUNTER.triton += 1
             return _orig(self, *args, **kwargs)
@@ -123,7 +133,9 @@ def install_triton_counter() -> bool:
 
 
 def install_tilelang_hooks(execute: bool, target: dict | None = None) -> bool:
-    """Count TileLang launches (GPU) or lower-only with a stub (no GPU)."""
+    """Count TileLang launches (GPU) or lower-only with a stub (no GPU); once per process."""
+    if "tilelang" in _INSTALLED:
+        return True
     try:
         import sys
 
@@ -143,6 +155,7 @@ def install_tilelang_hooks(execute: bool, target: dict | None = None) -> bool:
             return orig_call(self, *args, **kwargs)
 
         JITKernel.__call__ = call
+        _INSTALLED.add("tilelang")
         return True
 
     from tilelang.tools.compile_only import compile_kernel_source
@@ -167,6 +180,7 @@ def install_tilelang_hooks(execute: bool, target: dict | None = None) -> bool:
 
     tjit.compile = lower_only
     tilelang.compile = lower_only
+    _INSTALLED.add("tilelang")
     return True
 
 

@@ -72,6 +72,8 @@ class RunOptions:
     prestart: bool = True
     """Keep pre-started workers ready (interpreter, sandbox, torch, CUDA context) so candidates do not wait for them."""
     check_slots: int = 3
+    handoff: str = "ipc"
+    """GPU: 'ipc' (outputs reach the checker through CUDA IPC handles) or 'file' (harness.execute.handoff)."""
     """GPU: candidates whose correctness rounds may share one device at once (timing is always exclusive)."""
 
 
@@ -314,18 +316,20 @@ class WorkerPool:
 
     A pre-started worker has already applied its resource limits and Landlock
     sandbox (granting read access to every problem folder of the run), then
-    imported torch and Triton and created its CUDA context; it waits for one
+    imported torch and Triton (and TileLang when the run has TileLang
+    candidates), built Triton's driver helpers and created its CUDA context; it waits for one
     candidate's spec, serves that candidate only, and exits like any worker.
     Every worker taken is replaced at once, up to ``size`` idle or starting.
     Nothing about the candidate is known to the worker before its spec, so
     the isolation guarantees are those of a freshly spawned worker.
     """
 
-    def __init__(self, opts: "RunOptions", gpu: int | None, root: Path, tag: str, problem_paths: list[Path], size: int):
+    def __init__(self, opts: "RunOptions", gpu: int | None, root: Path, tag: str, problem_paths: list[Path], size: int,
+                 tilelang: bool = False):
         self.o, self.gpu, self.root, self.tag, self.size = opts, gpu, root, tag, max(0, size)
         self.prestart = {
             "device": opts.device, "sandbox": opts.sandbox, "max_file_bytes": opts.max_file_bytes,
-            "problem_paths": sorted({str(Path(p)) for p in problem_paths}),
+            "problem_paths": sorted({str(Path(p)) for p in problem_paths}), "tilelang": tilelang,
         }
         self._idle: list[WorkerProc] = []
         self._starting = 0
@@ -530,6 +534,7 @@ class Session:
             "input_transform": self.p.input_transform, "in_place": self.p.in_place, "timing": self.o.timing.to_dict(),
             "precompile": self.o.precompile, "dsl": self.c.dsl, "sandbox": self.o.sandbox,
             "max_file_bytes": self.o.max_file_bytes, "gpu_memory_fraction": self.o.gpu_memory_fraction,
+            "handoff": self.o.handoff,
             "workloads": [{
                 "name": w.name, "params": w.params, "dtype": w.dtype, "allow_tf32": w.allow_tf32,
                 "model_seed": round_seed(self.o.base_seed, w.name, -1),
@@ -626,7 +631,7 @@ class Session:
                     "device": "cuda" if o.device == "cuda" else "cpu", "model_seed": round_seed(o.base_seed, w.name, -1),
                     "seed": round_seed(o.base_seed, w.name, r), "round": r, "input_transform": self.p.input_transform,
                     "atol": w.atol, "rtol": w.rtol, "reduction_length": w.reduction_length, "allow_tf32": w.allow_tf32,
-                    "output_path": msg["output_path"],
+                    **{k: msg[k] for k in ("output_path", "output_ipc") if k in msg},
                 })
                 self._add(w.name, "check_s", time.monotonic() - t_check)
                 self._add(w.name, "reference_s", res.get("ref_s"))
@@ -729,6 +734,6 @@ class Session:
         bad_types = [t for t in msg.get("output_types", []) if t != "torch.Tensor"]
         if bad_types:
             return Status.INCORRECT_DTYPE, f"forward returned {bad_types}; expected plain torch.Tensor", None
-        if "output_path" not in msg:
+        if "output_path" not in msg and "output_ipc" not in msg:
             return Status.INCORRECT_DTYPE, "forward returned no tensor output", None
         return None

@@ -114,6 +114,7 @@ def run(spec: dict, chan: Any) -> None:
     import torch
 
     from harness.execute import guards
+    from harness.execute.handoff import export_outputs
     from harness.execute.inputs import copy_matching_state, flatten_outputs, make_inputs, make_reference_model
     from harness.measure.timing import DeviceTimer, TimingConfig, time_alternating
     from harness.problems.loader import load_module
@@ -251,19 +252,25 @@ def run(spec: dict, chan: Any) -> None:
                 ]
             outs = flatten_outputs(out)
             facts["output_types"] = [type(o).__module__ + "." + type(o).__qualname__ for o in outs]
+            exported = None
             if all(type(o) is torch.Tensor for o in outs):
-                path = handoff / f"{name}.r{r}.pt"
                 t_save = time.perf_counter()
-                torch.save([o.detach().to("cpu") for o in outs], path)
+                if spec.get("handoff") == "ipc" and device.startswith("cuda"):
+                    exported = export_outputs(outs)  # (descriptors, tensors kept alive until the reply)
+                if exported is not None:
+                    facts["output_ipc"] = exported[0]
+                else:
+                    path = handoff / f"{name}.r{r}.pt"
+                    torch.save([o.detach().to("cpu") for o in outs], path)
+                    facts["output_path"] = str(path)
                 facts["handoff_s"] = round(time.perf_counter() - t_save, 4)
-                facts["output_path"] = str(path)
             chan.send(facts)
             reply = chan.recv()
             if not reply or reply.get("cmd") not in ("next", "last"):
                 stopped = True
                 break
             seed = int(reply.get("seed", -1))
-            del out, outs
+            del out, outs, exported
         if stopped:
             chan.send({"event": "workload_done", "workload": name})
             continue
@@ -306,6 +313,14 @@ def _warm_up(pre: dict) -> None:
     if str(pre.get("device", "cpu")).startswith("cuda"):
         torch.cuda.set_device(0)  # CUDA_VISIBLE_DEVICES pins the worker to its GPU
         torch.empty(1, device="cuda")  # create the context now (an allocation, no kernel), not on the candidate's clock
+        try:  # Triton's driver helpers are a C module compiled into this worker's fresh cache: build it now
+            from triton.runtime import driver
+
+            driver.active.utils  # noqa: B018 - the attribute access is the work
+        except Exception:  # noqa: BLE001 - no Triton, or a broken one: the candidate's import will say so
+            pass
+        if pre.get("tilelang"):  # importing TileLang costs seconds
+            guards.install_tilelang_hooks(execute=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,53 @@
+"""The CUDA IPC output hand-off: what the checker accepts from an untrusted worker (no GPU needed).
+
+Exploit each rule stops: a worker that sends descriptors naming more bytes
+than its outputs hold (the checker would read past the allocation, or a
+dtype/shape that makes a wrong-sized tensor), or fields that are not plain
+JSON numbers and strings.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.execute.handoff import HandoffError, check_descriptors, export_outputs
+
+
+def _desc(**kw):
+    d = {"dtype": "float16", "shape": [4, 8], "nbytes": 64, "handle": "ab" * 64, "offset": 0}
+    d.update(kw)
+    return d
+
+
+def test_well_formed_descriptors_pass():
+    assert check_descriptors([_desc(), _desc(dtype="bfloat16", shape=[0], nbytes=0, handle="")])
+
+
+@pytest.mark.parametrize("bad, what", [
+    (_desc(nbytes=128), "nbytes"),                         # claims more bytes than the shape holds
+    (_desc(dtype="object"), "dtype"),                     # not a tensor dtype
+    (_desc(dtype="float32", nbytes=64), "nbytes"),         # dtype changed, byte count not
+    (_desc(shape=[-1, 8]), "shape"),
+    (_desc(shape=[4.0, 8]), "shape"),
+    (_desc(shape=[1] * 17, nbytes=2), "shape"),
+    (_desc(offset=-8), "offset"),
+    (_desc(handle="ab"), "handle"),
+    (_desc(nbytes=True), "nbytes"),
+    ({**_desc(), "extra": 1}, "exactly"),
+    ("not a dict", "exactly"),
+])
+def test_malformed_descriptors_are_refused(bad, what):
+    with pytest.raises(HandoffError, match=what):
+        check_descriptors([bad])
+
+
+def test_too_many_outputs_are_refused():
+    with pytest.raises(HandoffError, match="at most"):
+        check_descriptors([_desc()] * 65)
+
+
+def test_export_without_a_cuda_driver_falls_back_to_a_file():
+    import torch
+
+    # no GPU here: the export is impossible, and the worker must take the file path
+    assert export_outputs([torch.ones(3)]) is None
