@@ -84,7 +84,7 @@ def export_outputs(outs: list) -> tuple[list[dict], list] | None:
                 base, size, handle = ctypes.c_uint64(), ctypes.c_size_t(), _Handle()
                 _check(lib.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), t.data_ptr()), "cuMemGetAddressRange")
                 _check(lib.cuIpcGetMemHandle(ctypes.byref(handle), base.value), "cuIpcGetMemHandle")
-                desc.update(handle=bytes(handle.reserved).hex(), offset=t.data_ptr() - base.value)
+                desc.update(handle=bytes(handle).hex(), offset=t.data_ptr() - base.value)  # all 64 bytes, NULs too
             descs.append(desc)
         return descs, keep
     except (OSError, AttributeError, HandoffError, RuntimeError):

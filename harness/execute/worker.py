@@ -310,6 +310,8 @@ def _warm_up(pre: dict) -> None:
     from harness.execute import guards
 
     guards.install_triton_counter()
+    with torch.no_grad(), guards.AtenRecorder():  # the first dispatch-mode use builds ~1.5 s of Python machinery
+        torch.ones(2) + 1
     if str(pre.get("device", "cpu")).startswith("cuda"):
         torch.cuda.set_device(0)  # CUDA_VISIBLE_DEVICES pins the worker to its GPU
         torch.empty(1, device="cuda")  # create the context now (an allocation, no kernel), not on the candidate's clock

@@ -51,3 +51,31 @@ def test_export_without_a_cuda_driver_falls_back_to_a_file():
 
     # no GPU here: the export is impossible, and the worker must take the file path
     assert export_outputs([torch.ones(3)]) is None
+
+
+def test_export_sends_the_whole_handle_nul_bytes_included(monkeypatch):
+    """A CUDA IPC handle is 64 raw bytes, NULs included; cutting it at the first NUL made every
+    hand-off fail on the H200 (found there, 2026-11-30)."""
+    import ctypes
+
+    import torch
+
+    from harness.execute import handoff
+
+    def get_range(pbase, psize, ptr):
+        pbase._obj.value, psize._obj.value = ptr - 16, 1 << 20
+        return 0
+
+    def get_handle(phandle, base):
+        ctypes.memmove(ctypes.addressof(phandle._obj), b"\x07\x00" * 32, 64)
+        return 0
+
+    class FakeDriver:
+        cuMemGetAddressRange_v2 = staticmethod(get_range)
+        cuIpcGetMemHandle = staticmethod(get_handle)
+
+    monkeypatch.setattr(handoff, "_LIB", [FakeDriver(), None])
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    descs, keep = handoff.export_outputs([torch.ones(4, 8, dtype=torch.float16)])
+    assert descs[0]["handle"] == "0700" * 32 and descs[0]["offset"] == 16
+    assert check_descriptors(descs) and keep[0].shape == (4, 8)
