@@ -206,7 +206,9 @@ def evaluate(req: EvalRequest) -> list[JobResult]:
     per_device = max(1, opts.jobs // len(gpus))
     problem_paths = sorted({t[1].path.resolve() for t in tasks})
     tilelang = any(t[0].dsl == "tilelang" for t in tasks)  # then pooled workers import it while they wait
-    pools = {g: WorkerPool(opts, g, scratch_root, run_id[:8], problem_paths, min(per_device, 8), tilelang)
+    # two spare workers per job (up to 8): a worker starts in ~5 s on the H200 host, longer than
+    # a fast candidate takes, so one spare per job would still keep the next candidate waiting
+    pools = {g: WorkerPool(opts, g, scratch_root, run_id[:8], problem_paths, min(2 * per_device, 8), tilelang)
              for g in gpus} if opts.prestart and tasks else {}
     bar = None
     if req.progress:

@@ -127,6 +127,7 @@ def import_outputs(descs: Any) -> list:
     import torch
 
     descs = check_descriptors(descs)
+    torch.empty(1, device="cuda")  # the driver calls below need this thread's CUDA context current
     lib = _cuda()
     open_fn = _LIB[1]
     outs = []
