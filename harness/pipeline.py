@@ -58,6 +58,15 @@ class EvalRequest:
     this machine, else a new private one), ``auto`` (an existing cluster only) or HOST:PORT."""
 
 
+def expected_cost_class(cand: Candidate) -> int:
+    """2: TileLang (nvcc compiles), 1: Triton with autotune configs, 0: the rest (an order, not a promise)."""
+    if cand.dsl == "tilelang":
+        return 2
+    try:
+        return int("autotune" in cand.path.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return 0
+
 def in_shard(cand: Candidate, shard: tuple[int, int] | None) -> bool:
     """Stable assignment by content hash, so any launcher can split a run into n parts."""
     if shard is None:
@@ -183,9 +192,11 @@ def evaluate(req: EvalRequest) -> list[JobResult]:
                 continue
             tasks.append((cand, prob, wls, diags))
 
-    # Problem order: the checker caches a problem's reference outputs, so the
-    # candidates of one problem should follow each other.
-    tasks.sort(key=lambda t: (t[1].category, t[1].id, t[0].rel_path))
+    # Longest first, then problem order: candidates whose compile is slow (TileLang's
+    # nvcc, Triton autotuning) start first so they do not end the run alone; within
+    # a class the candidates of one problem follow each other (the checker caches a
+    # problem's reference outputs).
+    tasks.sort(key=lambda t: (-expected_cost_class(t[0]), t[1].category, t[1].id, t[0].rel_path))
     thresholds = req.thresholds or Thresholds()
     if req.executor == "ray":
         from harness.execute.ray_executor import run_on_ray

@@ -108,3 +108,21 @@ def test_no_probe_without_fault_or_on_cpu(monkeypatch):
     s.o = SimpleNamespace(device="cpu")
     s._probe_after_fault()
     assert calls == [] and s._probe is None
+
+
+def test_slow_compiling_candidates_are_queued_first():
+    """TileLang (nvcc) and autotuned Triton candidates start first: on the H200 a TileLang
+    candidate queued last ended the run alone while the other GPU sat idle."""
+    from pathlib import Path
+
+    from harness.candidates.discover import discover
+    from harness.pipeline import expected_cost_class
+
+    root = Path(__file__).resolve().parents[2] / "submissions"
+    classes = {}
+    for folder in ("triton-reference", "tilelang-reference"):
+        for c in discover(root / folder)[1]:
+            classes[c.rel_path] = expected_cost_class(c)
+    assert classes["tilelang-reference/layernorm.py"] == 2
+    assert classes["triton-reference/gemm_square.py"] == 1  # @triton.autotune
+    assert classes["triton-reference/layernorm.py"] == 0
