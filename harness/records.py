@@ -303,7 +303,8 @@ class JobResult:
     (sums over rounds, for overhead accounting): ``forward_s`` and ``handoff_s`` (the candidate's
     forward and the saving of its outputs, as the worker reports them: untrusted, never scored),
     ``check_s`` (the trusted checker's reply, of which ``reference_s`` computing the references;
-    0 when another candidate of the run already computed them)."""
+    0 when another candidate of the run already computed them) and ``queue_s`` (waiting inside the
+    phase: for a free checker process, or for the shared GPU again after an autotuning round)."""
     base_seed: int | None = None
     """The run's base seed. Random and secret by default (candidates only ever receive the seed of
     the round they are in, just before it); stored here so ``kernelgate run --seed`` can replay the run."""

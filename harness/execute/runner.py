@@ -206,7 +206,10 @@ class Checker:
             self._cv.notify()
 
     def compare(self, req: dict) -> dict:
+        """The checker's reply to ``req``, plus ``queue_s``: how long it waited for a free checker process."""
+        t0 = time.monotonic()
         proc = self._take(json.dumps([req.get("problem_path"), req.get("params"), req.get("dtype")], sort_keys=True))
+        queue_s = round(time.monotonic() - t0, 4)
         try:
             assert proc.stdin and proc.stdout
             proc.stdin.write((json.dumps(req) + "\n").encode())
@@ -217,8 +220,9 @@ class Checker:
         finally:
             self._give(proc)
         if not line:
-            return {"ok": False, "status": "HARNESS_ERROR", "detail": "reference checker died: " + self._stderr.text()[-2000:]}
-        return json.loads(line)
+            return {"ok": False, "status": "HARNESS_ERROR", "detail": "reference checker died: " + self._stderr.text()[-2000:],
+                    "queue_s": queue_s}
+        return {**json.loads(line), "queue_s": queue_s}
 
     def close(self, timeout_s: float = 10.0) -> None:
         """End every checker: close their stdin, give them ``timeout_s`` in all, then kill the rest."""
@@ -615,7 +619,9 @@ class Session:
             if msg.get("event") != "round":
                 raise _Died(f"unexpected message {msg.get('event')!r}")
             if self.lock_held == "exclusive":  # the autotuning round is over: share the GPU again
+                t_gate = time.monotonic()
                 self._acquire("shared")
+                self._add(w.name, "queue_s", time.monotonic() - t_gate)
             if "lowered_sources" in msg:
                 lowered = msg["lowered_sources"]
                 break
@@ -634,6 +640,7 @@ class Session:
                     **{k: msg[k] for k in ("output_path", "output_ipc") if k in msg},
                 })
                 self._add(w.name, "check_s", time.monotonic() - t_check)
+                self._add(w.name, "queue_s", res.pop("queue_s", 0.0))
                 self._add(w.name, "reference_s", res.get("ref_s"))
                 if res.get("max_abs_err") is not None:
                     max_abs = max(max_abs, res["max_abs_err"])
