@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from harness.candidates.discover import Candidate, discover
 from harness.execute.gate import DeviceGate
-from harness.execute.runner import Checker, RunOptions, Session, WorkerPool, job_id
+from harness.execute.runner import Checker, Demand, RunOptions, Session, WorkerPool, job_id
 from harness.execute.scheduler import run_pull
 from harness.problems.loader import Problem, Workload
 from harness.problems.registry import Registry
@@ -219,7 +219,8 @@ def evaluate(req: EvalRequest) -> list[JobResult]:
     tilelang = any(t[0].dsl == "tilelang" for t in tasks)  # then pooled workers import it while they wait
     # two spare workers per job (up to 8): a worker starts in ~5 s on the H200 host, longer than
     # a fast candidate takes, so one spare per job would still keep the next candidate waiting
-    pools = {g: WorkerPool(opts, g, scratch_root, run_id[:8], problem_paths, min(2 * per_device, 8), tilelang)
+    demand = Demand(len(tasks))  # no pool keeps more workers ready than candidates are left
+    pools = {g: WorkerPool(opts, g, scratch_root, run_id[:8], problem_paths, min(2 * per_device, 8), tilelang, demand)
              for g in gpus} if opts.prestart and tasks else {}
     bar = None
     if req.progress:

@@ -315,6 +315,23 @@ def spawn_worker(scratch: Path, device: str, gpu: int | None, prestart: dict | N
     return WorkerProc(proc, scratch, p2c_w, c2p_r, out_buf, err_buf, drains, prestarted=prestart is not None)
 
 
+class Demand:
+    """How many candidates of the run still need a worker, shared by the devices' pools: a pool
+    never keeps more workers ready than candidates are left (a small run starts no spares)."""
+
+    def __init__(self, candidates: int):
+        self._left = max(0, candidates)
+        self._lock = threading.Lock()
+
+    @property
+    def left(self) -> int:
+        return self._left
+
+    def take(self) -> None:
+        with self._lock:
+            self._left = max(0, self._left - 1)
+
+
 class WorkerPool:
     """Pre-started workers for one device, so a candidate does not wait for an interpreter.
 
@@ -329,8 +346,9 @@ class WorkerPool:
     """
 
     def __init__(self, opts: "RunOptions", gpu: int | None, root: Path, tag: str, problem_paths: list[Path], size: int,
-                 tilelang: bool = False):
+                 tilelang: bool = False, demand: "Demand | None" = None):
         self.o, self.gpu, self.root, self.tag, self.size = opts, gpu, root, tag, max(0, size)
+        self.demand = demand or Demand(1 << 30)
         self.prestart = {
             "device": opts.device, "sandbox": opts.sandbox, "max_file_bytes": opts.max_file_bytes,
             "problem_paths": sorted({str(Path(p)) for p in problem_paths}), "tilelang": tilelang,
@@ -344,7 +362,7 @@ class WorkerPool:
 
     def _start_one(self) -> None:
         with self._lock:
-            if self._closed or len(self._idle) + self._starting >= self.size:
+            if self._closed or len(self._idle) + self._starting >= min(self.size, self.demand.left):
                 return
             self._starting += 1
         threading.Thread(target=self._spawn, daemon=True).start()
@@ -370,6 +388,7 @@ class WorkerPool:
         When none is idle but some are starting, waits for one (up to ``wait_s``): it
         started earlier than a worker spawned now would, so waiting is never slower.
         """
+        self.demand.take()
         got = None
         deadline = time.monotonic() + wait_s
         with self._lock:
@@ -387,13 +406,19 @@ class WorkerPool:
         self._start_one()
         return got
 
-    def close(self) -> None:
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Kill every idle worker at once and reap them side by side (a worker with a CUDA
+        context can take a second or two to exit; one after the other, eight took > 9 s)."""
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
             self._lock.notify_all()
-        for w in idle:
-            w.discard()
+        reapers = [threading.Thread(target=w.discard, daemon=True) for w in idle]
+        for t in reapers:
+            t.start()
+        deadline = time.monotonic() + timeout_s
+        for t in reapers:
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
 def gpu_healthy(gpu: int) -> bool:

@@ -75,3 +75,24 @@ def test_same_statuses_with_and_without_prestart(tmp_path):
         got[prestart] = {r.candidate: r.status.value for r in evaluate(req) if r.candidate in names}
     assert got[True] == got[False] and len(got[True]) == 3
     assert got[True]["mixed/gelu.py"] == "PASSED" and got[True]["mixed/silu__abort.py"] == "CRASHED"
+
+
+def test_pool_starts_no_more_workers_than_candidates_left(tmp_path):
+    """Two spares per job (up to 8) would start 8 interpreters for a 1-candidate run; the
+    shared demand caps the pool at the candidates still to come."""
+    from harness.execute.runner import Demand
+
+    opts = RunOptions(device="cpu", sandbox=False)
+    problem = load_registry().get("gelu").path
+    pool = WorkerPool(opts, None, tmp_path, "d", [problem], size=4, demand=Demand(1))
+    try:
+        _wait_idle(pool, 1)
+        time.sleep(0.5)
+        assert len(pool._idle) + pool._starting == 1
+        w = pool.take()
+        assert w is not None
+        time.sleep(0.5)
+        assert len(pool._idle) + pool._starting == 0  # nobody left to serve: no replacement
+    finally:
+        pool.close()
+    w.discard()
