@@ -103,10 +103,13 @@ def _check(req: dict, refs: list, libs: list) -> dict:
     from harness.score.correctness import compare_outputs
 
     if "output_ipc" in req:
-        from harness.execute.handoff import HandoffError, import_outputs
+        from harness.execute.handoff import HandoffError, HandoffTampered, import_outputs
 
         try:
             outs = import_outputs(req["output_ipc"])
+        except HandoffTampered as exc:
+            return {"ok": False, "status": "REWARD_HACK", "detail": f"output hand-off tampered: {exc}",
+                    "max_abs_err": None, "max_excess": None, "library_max_excess": None}
         except HandoffError as exc:
             return {"ok": False, "status": "HARNESS_ERROR", "detail": f"candidate output could not be read over CUDA "
                     f"IPC ({exc}); if this repeats for every candidate, rerun with --handoff file",

@@ -33,7 +33,12 @@ DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32",
 
 
 class HandoffError(Exception):
-    """The hand-off descriptors are malformed, or the memory they name cannot be read."""
+    """The memory the descriptors name cannot be read (the CUDA driver refused)."""
+
+
+class HandoffTampered(HandoffError):
+    """The descriptors are not what :func:`export_outputs` writes: malformed, or naming bytes
+    outside the exported allocation. An honest worker never sends these."""
 
 
 class _Handle(ctypes.Structure):
@@ -92,26 +97,27 @@ def export_outputs(outs: list) -> tuple[list[dict], list] | None:
 
 
 def check_descriptors(descs: Any) -> list[dict]:
-    """Validate untrusted descriptors field by field; raise :class:`HandoffError` naming the bad field."""
+    """Validate untrusted descriptors field by field; raise :class:`HandoffTampered` naming the bad field."""
     if not isinstance(descs, list) or len(descs) > MAX_OUTPUTS:
-        raise HandoffError(f"output descriptors must be a list of at most {MAX_OUTPUTS}")
+        raise HandoffTampered(f"output descriptors must be a list of at most {MAX_OUTPUTS}")
     import torch
 
     for i, d in enumerate(descs):
         if not isinstance(d, dict) or set(d) != {"dtype", "shape", "nbytes", "handle", "offset"}:
-            raise HandoffError(f"output {i}: descriptor must have exactly dtype, shape, nbytes, handle, offset")
+            raise HandoffTampered(f"output {i}: descriptor must have exactly dtype, shape, nbytes, handle, offset")
         if d["dtype"] not in DTYPES:
-            raise HandoffError(f"output {i}: dtype {str(d['dtype'])[:40]!r} is not one of {', '.join(DTYPES)}")
+            raise HandoffTampered(f"output {i}: dtype {str(d['dtype'])[:40]!r} is not one of {', '.join(DTYPES)}")
         shape = d["shape"]
         if not isinstance(shape, list) or len(shape) > 16 or not all(type(n) is int and n >= 0 for n in shape):
-            raise HandoffError(f"output {i}: shape must be a list of at most 16 non-negative integers")
+            raise HandoffTampered(f"output {i}: shape must be a list of at most 16 non-negative integers")
         itemsize = torch.empty((), dtype=getattr(torch, d["dtype"])).element_size()
         if type(d["nbytes"]) is not int or d["nbytes"] != math.prod(shape) * itemsize or d["nbytes"] > MAX_BYTES:
-            raise HandoffError(f"output {i}: nbytes does not match shape {shape} x {itemsize} byte(s)")
-        if type(d["offset"]) is not int or d["offset"] < 0:
-            raise HandoffError(f"output {i}: offset must be a non-negative integer")
+            raise HandoffTampered(f"output {i}: nbytes does not match shape {shape} x {itemsize} byte(s)")
+        if type(d["offset"]) is not int or d["offset"] < 0 or d["offset"] % itemsize:
+            # misaligned data would make the checker's own kernels fault (and poison its CUDA context)
+            raise HandoffTampered(f"output {i}: offset must be a non-negative multiple of {itemsize}")
         if d["nbytes"] and (not isinstance(d["handle"], str) or len(d["handle"]) != 128):
-            raise HandoffError(f"output {i}: handle must be 64 bytes in hex")
+            raise HandoffTampered(f"output {i}: handle must be 64 bytes in hex")
     return descs
 
 
@@ -139,17 +145,17 @@ def import_outputs(descs: Any) -> list:
         try:
             handle = _Handle.from_buffer_copy(bytes.fromhex(d["handle"]))
         except ValueError as exc:
-            raise HandoffError(f"output {i}: handle is not hex") from exc
+            raise HandoffTampered(f"output {i}: handle is not hex") from exc
         ptr = ctypes.c_uint64()
         _check(open_fn(ctypes.byref(ptr), handle, 1), f"output {i}: cuIpcOpenMemHandle")  # 1: lazy peer access
         try:
             base, size = ctypes.c_uint64(), ctypes.c_size_t()
             _check(lib.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ptr.value), "cuMemGetAddressRange")
             if d["offset"] + d["nbytes"] > size.value - (ptr.value - base.value):
-                raise HandoffError(f"output {i}: bytes {d['offset']}..{d['offset'] + d['nbytes']} lie outside the "
+                raise HandoffTampered(f"output {i}: bytes {d['offset']}..{d['offset'] + d['nbytes']} lie outside the "
                                    f"exported allocation of {size.value} bytes")
             view = torch.as_tensor(_DeviceBytes(ptr.value + d["offset"], d["nbytes"]), device="cuda")
-            outs.append(view.view(dtype).reshape(d["shape"]).clone())
+            outs.append(view.clone().view(dtype).reshape(d["shape"]))  # byte copy first: fresh, aligned memory
             torch.cuda.synchronize()
             del view
         finally:

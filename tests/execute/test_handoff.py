@@ -1,16 +1,18 @@
 """The CUDA IPC output hand-off: what the checker accepts from an untrusted worker (no GPU needed).
 
-Exploit each rule stops: a worker that sends descriptors naming more bytes
+Exploits the rules stop: a worker that sends descriptors naming more bytes
 than its outputs hold (the checker would read past the allocation, or a
-dtype/shape that makes a wrong-sized tensor), or fields that are not plain
-JSON numbers and strings.
+dtype/shape that makes a wrong-sized tensor), a misaligned offset (the
+checker's own kernels would fault on it and poison its CUDA context, failing
+every later candidate on that GPU), or fields that are not plain JSON numbers
+and strings. Each is REWARD_HACK: an honest worker never sends one.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from harness.execute.handoff import HandoffError, check_descriptors, export_outputs
+from harness.execute.handoff import HandoffTampered, check_descriptors, export_outputs
 
 
 def _desc(**kw):
@@ -31,18 +33,19 @@ def test_well_formed_descriptors_pass():
     (_desc(shape=[4.0, 8]), "shape"),
     (_desc(shape=[1] * 17, nbytes=2), "shape"),
     (_desc(offset=-8), "offset"),
+    (_desc(offset=3), "offset"),                           # misaligned for float16
     (_desc(handle="ab"), "handle"),
     (_desc(nbytes=True), "nbytes"),
     ({**_desc(), "extra": 1}, "exactly"),
     ("not a dict", "exactly"),
 ])
 def test_malformed_descriptors_are_refused(bad, what):
-    with pytest.raises(HandoffError, match=what):
+    with pytest.raises(HandoffTampered, match=what):
         check_descriptors([bad])
 
 
 def test_too_many_outputs_are_refused():
-    with pytest.raises(HandoffError, match="at most"):
+    with pytest.raises(HandoffTampered, match="at most"):
         check_descriptors([_desc()] * 65)
 
 
@@ -79,3 +82,17 @@ def test_export_sends_the_whole_handle_nul_bytes_included(monkeypatch):
     descs, keep = handoff.export_outputs([torch.ones(4, 8, dtype=torch.float16)])
     assert descs[0]["handle"] == "0700" * 32 and descs[0]["offset"] == 16
     assert check_descriptors(descs) and keep[0].shape == (4, 8)
+
+
+def test_checker_fails_a_tampered_descriptor_as_reward_hack():
+    from harness.execute.checker import handle
+    from harness.problems.registry import load_registry
+
+    prob = load_registry().get("gelu")
+    w = [w for w in prob.workloads if w.is_smoke][0]
+    req = {"op": "compare", "problem_path": str(prob.path), "params": w.params, "dtype": w.dtype, "device": "cpu",
+           "model_seed": 1, "seed": 2, "round": 0, "input_transform": prob.input_transform, "atol": w.atol,
+           "rtol": w.rtol, "reduction_length": w.reduction_length, "allow_tf32": False,
+           "output_ipc": [_desc(nbytes=1 << 20)]}  # claims 1 MiB behind a 4x8 fp16 output
+    res = handle(req)
+    assert not res["ok"] and res["status"] == "REWARD_HACK" and "tampered" in res["detail"]
