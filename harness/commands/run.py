@@ -201,7 +201,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-precompile", action="store_true", help="GPU: skip the dry forward that compiles each kernel "
                    "before the candidate asks for the GPU (compiles then happen in its correctness phase)")
     p.add_argument("--no-prestart", action="store_true", help="start each candidate's worker only when the candidate's "
-                   "turn comes (default: keep up to 8 pre-started per device, each still used for one candidate only)")
+                   "turn comes (default: keep two pre-started per job on each device, at most 8 and never more than "
+                   "candidates are left; each is still used for one candidate only)")
     p.add_argument("--gpu-memory-fraction", type=float, default=0.5, metavar="F",
                    help="GPU: share of the device memory one candidate's allocator may hold (default 0.5; 1 = no cap)")
     p.add_argument("--handoff", choices=("ipc", "file"), default="ipc",
