@@ -54,19 +54,19 @@ def run_config(name: str, jobs: int, gpus: str, out: Path, folders: list[str], e
     per_cand: dict[str, dict] = {}
     for r in rows:
         ph = r.get("phase_s") or {}
-        c = per_cand.setdefault(r["candidate"], {"startup_s": ph.get("startup_s", 0.0), "import_s": ph.get("import_s", 0.0),
-                                                 "own_s": 0.0, "harness_s": ph.get("startup_s", 0.0), "check_s": 0.0,
-                                                 "reference_s": 0.0, "session_s": ph.get("startup_s", 0.0) + ph.get("import_s", 0.0),
-                                                 "workloads": 0})
+        startup = ph.get("startup_s", 0.0)  # shared by a candidate's workloads: counted once
+        c = per_cand.setdefault(r["candidate"], {"startup_s": startup, "harness_s": startup, "own_s": 0.0, "check_s": 0.0,
+                                                 "reference_s": 0.0, "session_s": startup + ph.get("import_s", 0.0)})
         forward = min(ph.get("forward_s", 0.0), ph.get("correctness_s", 0.0))
         c["own_s"] += ph.get("build_s", 0.0) + forward + ph.get("timing_s", 0.0)
         c["harness_s"] += ph.get("correctness_s", 0.0) - forward - ph.get("queue_s", 0.0)  # queueing is not work
         c["check_s"] += ph.get("check_s", 0.0)
         c["reference_s"] += ph.get("reference_s", 0.0)
         c["session_s"] += sum(ph.get(k, 0.0) for k in ("build_s", "wait_s", "correctness_s", "timing_wait_s", "timing_s"))
-        c["workloads"] += 1
+
     def med(key: str) -> float | None:
         return round(statistics.median(c[key] for c in per_cand.values()), 3) if per_cand else None
+
     n_dev = len(gpus.split(",")) if gpus else 1
     phases: dict[str, list[float]] = {}
     for r in rows:

@@ -18,21 +18,8 @@
 #   ... and the same with KG_BENCH_CONFIGS=two:24:0,1
 set -uo pipefail
 OUT="${OUT:-/tmp/kg-bench}"
-mkdir -p "$OUT"
-if [ -f .device/tl_site.tar.xz ]; then
-  mkdir -p /tmp/site && tar -C /tmp/site -xJf .device/tl_site.tar.xz
-  export PYTHONPATH="/tmp/site:${PYTHONPATH:-}"
-fi
-export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 KERNELGATE_CACHE="$OUT/cache"
-{
-  date -u
-  nvidia-smi --query-gpu=index,name,uuid,driver_version,clocks.sm,clocks.mem,memory.total --format=csv
-  python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
-  python3 -c "import tilelang; print('tilelang', tilelang.__version__)" 2>&1 | tail -1
-  echo "kernelgate $(python3 -c 'import harness; print(getattr(harness, "__version__", "?"))')"
-  echo "cpus $(nproc)"
-  CUDA_VISIBLE_DEVICES=0 python3 -m harness calibrate --device cuda
-} > "$OUT/environment.txt" 2>&1
+# shellcheck source=tools/device_env.sh
+source tools/device_env.sh
 problems="${KG_BENCH_PROBLEMS:-layernorm rmsnorm softmax sum_dim conv2d_1x1 depthwise_conv2d gemm_square bmm gelu swiglu}"
 only=(); [ "$problems" != all ] && for p in $problems; do only+=(--only "$p"); done
 configs="${KG_BENCH_CONFIGS:-seq:1:0 pipe:12:0 pipe2:24:0,1}"

@@ -17,22 +17,10 @@
 set -uo pipefail
 budget="${1:-480}"
 OUT="${OUT:-/tmp/kg-out}"
-mkdir -p "$OUT"
-if [ -f .device/tl_site.tar.xz ]; then
-  mkdir -p /tmp/site && tar -C /tmp/site -xJf .device/tl_site.tar.xz
-  export PYTHONPATH="/tmp/site:${PYTHONPATH:-}"
-fi
-export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 KERNELGATE_CACHE="$OUT/cache"
-kg() { python3 -m harness "$@"; }
 t_start=$(date +%s)
-{
-  date -u
-  nvidia-smi --query-gpu=index,name,uuid,driver_version,clocks.sm,clocks.mem,memory.total --format=csv
-  python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
-  python3 -c "import tilelang; print('tilelang', tilelang.__version__)" 2>&1 | tail -1
-  echo "cpus $(nproc)"
-  CUDA_VISIBLE_DEVICES=0 python3 -m harness calibrate --device cuda
-} > "$OUT/environment.txt" 2>&1
+# shellcheck source=tools/device_env.sh
+source tools/device_env.sh
+kg() { python3 -m harness "$@"; }
 cat "$OUT/environment.txt"
 cp "$OUT"/cache/ceilings/*.json "$OUT/ceilings.json" 2>/dev/null
 ngpu=$(nvidia-smi -L | wc -l)

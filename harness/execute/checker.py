@@ -97,33 +97,40 @@ def handle(req: dict) -> dict:
     return res
 
 
-def _check(req: dict, refs: list, libs: list) -> dict:
-    import torch
+def _failed(status: str, detail: str) -> dict:
+    return {"ok": False, "status": status, "detail": detail, "max_abs_err": None, "max_excess": None,
+            "library_max_excess": None}
 
-    from harness.score.correctness import compare_outputs
+
+def _load_outputs(req: dict) -> list | dict:
+    """The candidate's outputs (through CUDA IPC or from the hand-off file), or a failing reply."""
+    import torch
 
     if "output_ipc" in req:
         from harness.execute.handoff import HandoffError, HandoffTampered, import_outputs
 
         try:
-            outs = import_outputs(req["output_ipc"])
+            return import_outputs(req["output_ipc"])
         except HandoffTampered as exc:
-            return {"ok": False, "status": "REWARD_HACK", "detail": f"output hand-off tampered: {exc}",
-                    "max_abs_err": None, "max_excess": None, "library_max_excess": None}
+            return _failed("REWARD_HACK", f"output hand-off tampered: {exc}")
         except HandoffError as exc:
-            return {"ok": False, "status": "HARNESS_ERROR", "detail": f"candidate output could not be read over CUDA "
-                    f"IPC ({exc}); if this repeats for every candidate, rerun with --handoff file",
-                    "max_abs_err": None, "max_excess": None, "library_max_excess": None}
-        return compare_outputs(outs, refs, libs, atol=req["atol"], rtol=req["rtol"],
-                               reduction_length=req.get("reduction_length"))
+            return _failed("HARNESS_ERROR", f"candidate output could not be read over CUDA IPC ({exc}); if this "
+                           "repeats for every candidate, rerun with --handoff file")
     try:
         outs = torch.load(req["output_path"], map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - a tampered or truncated output file
-        return {"ok": False, "status": "INCORRECT_NUMERICAL", "detail": f"candidate output could not be read ({exc})",
-                "max_abs_err": None, "max_excess": None, "library_max_excess": None}
+        return _failed("INCORRECT_NUMERICAL", f"candidate output could not be read ({exc})")
     if not isinstance(outs, list) or not all(type(o) is torch.Tensor for o in outs):
-        return {"ok": False, "status": "INCORRECT_DTYPE", "detail": "candidate output is not a list of plain tensors",
-                "max_abs_err": None, "max_excess": None, "library_max_excess": None}
+        return _failed("INCORRECT_DTYPE", "candidate output is not a list of plain tensors")
+    return outs
+
+
+def _check(req: dict, refs: list, libs: list) -> dict:
+    from harness.score.correctness import compare_outputs
+
+    outs = _load_outputs(req)
+    if isinstance(outs, dict):
+        return outs
     return compare_outputs(outs, refs, libs, atol=req["atol"], rtol=req["rtol"], reduction_length=req.get("reduction_length"))
 
 

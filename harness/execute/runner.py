@@ -72,9 +72,9 @@ class RunOptions:
     prestart: bool = True
     """Keep pre-started workers ready (interpreter, sandbox, torch, CUDA context) so candidates do not wait for them."""
     check_slots: int = 3
+    """GPU: candidates whose correctness rounds may share one device at once (timing is always exclusive)."""
     handoff: str = "ipc"
     """GPU: 'ipc' (outputs reach the checker through CUDA IPC handles) or 'file' (harness.execute.handoff)."""
-    """GPU: candidates whose correctness rounds may share one device at once (timing is always exclusive)."""
 
 
 class CappedBuffer:

@@ -13,7 +13,7 @@ Protocol (every message after the first is HMAC-signed, see channel.py)::
       worker -> parent {"event": "want_device", "workload": w}
       parent -> worker {"cmd": "go", "seed": s0}         device is ours alone
       for each round:
-        worker -> parent {"event": "round", ...facts, "output_path": p}
+        worker -> parent {"event": "round", ...facts, "output_ipc": [descriptors] | "output_path": p}
         parent -> worker {"cmd": "next", "seed": s1} | {"cmd": "last"} | {"cmd": "stop"}
       parent -> worker {"cmd": "time"} | {"cmd": "skip"}
       worker -> parent {"event": "timing", ...raw samples} | {"event": "workload_done"}
@@ -21,7 +21,8 @@ Protocol (every message after the first is HMAC-signed, see channel.py)::
 
 The worker reports *facts* (exceptions, launch counts, aten ops, mutated
 inputs, new threads); the parent decides statuses. Reference outputs never
-enter this process: outputs are saved for the trusted checker. Round seeds
+enter this process: outputs are handed to the trusted checker (CUDA IPC
+handles, or a file: harness.execute.handoff). Round seeds
 arrive one at a time, when the round starts: candidate code that reads the
 worker's memory cannot learn the inputs of later rounds (and precompute or
 cache their answers); the run's base seed never leaves the parent.

@@ -1,0 +1,19 @@
+# Sourced by the device scripts (tools/device_run.sh, tools/device_bench.sh), from the repo root,
+# with OUT set: puts the carried TileLang bundle (.device/tl_site.tar.xz) and the repo on the
+# path, points KernelGate's cache into $OUT, and writes $OUT/environment.txt (date, GPUs, driver,
+# clocks, versions, CPU count, the calibrated ceilings of GPU 0).
+mkdir -p "$OUT"
+if [ -f .device/tl_site.tar.xz ]; then
+  mkdir -p /tmp/site && tar -C /tmp/site -xJf .device/tl_site.tar.xz
+  export PYTHONPATH="/tmp/site:${PYTHONPATH:-}"
+fi
+export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 KERNELGATE_CACHE="$OUT/cache"
+{
+  date -u
+  nvidia-smi --query-gpu=index,name,uuid,driver_version,clocks.sm,clocks.mem,memory.total --format=csv
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
+  python3 -c "import tilelang; print('tilelang', tilelang.__version__)" 2>&1 | tail -1
+  echo "kernelgate $(python3 -c 'import harness; print(harness.__version__)')"
+  echo "cpus $(nproc)"
+  CUDA_VISIBLE_DEVICES=0 python3 -m harness calibrate --device cuda
+} > "$OUT/environment.txt" 2>&1
