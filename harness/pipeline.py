@@ -1,18 +1,21 @@
-"""``kernelgate run``: problems -> candidates -> static screens -> isolated execution -> results.
+"""``kernelgate run``'s planner: problems -> candidates -> static screens -> tasks -> an executor -> results.
 
-The function :func:`evaluate` is what the CLI calls. It does the trusted,
-cheap work in this process (loading problems, parsing candidates, static
-anti-cheat and defect scans, resume bookkeeping, writing results) and hands
-every candidate to a :class:`harness.execute.runner.Session`, which runs it in
-its own worker process: on this machine from a thread pool, or, with
-``executor="ray"``, as one Ray task per candidate on a cluster
-(:mod:`harness.execute.ray_executor`); either way records are written here.
+:func:`run_evaluation` does the trusted, cheap work in this process (reading
+each candidate's bytes once, static anti-cheat and defect scans on those
+bytes, resume bookkeeping, ordering) and hands the tasks to an executor
+(:class:`harness.execute.local.LocalExecutor`, or the Ray executor), which
+runs every candidate in its own worker process. Records are written here, by
+this process only, as tasks finish. Nothing under ``harness/execute/``
+imports this module.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
+import hashlib
 import secrets
+import signal
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -21,16 +24,16 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness.candidates.discover import Candidate, discover
-from harness.execute.gate import DeviceGate
-from harness.execute.runner import Checker, Demand, RunOptions, Session, WorkerPool, job_id
-from harness.execute.scheduler import run_pull
+from harness.execute.options import RunOptions
+from harness.execute.task import Task
 from harness.problems.loader import Problem, Workload
 from harness.problems.registry import Registry
 from harness.records import EnvSnapshot, ErrorInfo, JobResult, Status
+from harness.results.ids import job_id, static_record
 from harness.results.store import ResultStore
 
 
-@dataclass
+@dataclass(frozen=True)
 class EvalRequest:
     submissions: list[Path]
     registry: Registry
@@ -49,63 +52,45 @@ class EvalRequest:
     on_result: Callable[[JobResult], None] | None = None
     shard: tuple[int, int] | None = None
     """(k, n): take only the k-th of n stable shares of the candidates (1-based k)."""
-    skipped: list[str] = field(default_factory=list)
     executor: str = "local"
-    """``local``: a thread pool on this machine; ``ray``: one Ray task per candidate
-    (:mod:`harness.execute.ray_executor`)."""
+    """``local``: this machine's devices; ``ray``: one Ray task per candidate (:mod:`harness.execute.ray_executor`)."""
     ray_address: str | None = None
     """With ``executor="ray"``, passed to ``ray.init``: None ($RAY_ADDRESS, a cluster started on
     this machine, else a new private one), ``auto`` (an existing cluster only) or HOST:PORT."""
+    extra_workloads: dict = field(default_factory=dict)
+    """Problem id -> extra (secret) workloads to evaluate beside the selected public ones."""
 
 
-def expected_cost_class(cand: Candidate) -> int:
+@dataclass
+class RunOutcome:
+    results: list[JobResult]
+    skipped: list[str]
+    """Candidates all of whose jobs were already recorded (``--resume``)."""
+    run_id: str
+    not_run: int = 0
+
+
+def expected_cost_class(source: str, dsl: str) -> int:
     """2: TileLang (nvcc compiles), 1: Triton with autotune configs, 0: the rest (an order, not a promise)."""
-    if cand.dsl == "tilelang":
+    if dsl == "tilelang":
         return 2
-    try:
-        return int("autotune" in cand.path.read_text(encoding="utf-8", errors="replace"))
-    except OSError:
-        return 0
+    return int("autotune" in source)
+
 
 def in_shard(cand: Candidate, shard: tuple[int, int] | None) -> bool:
     """Stable assignment by content hash, so any launcher can split a run into n parts."""
     if shard is None:
         return True
     k, n = shard
-    import hashlib
-
     h = int(hashlib.sha256(f"{cand.sha256}|{cand.rel_path}".encode()).hexdigest()[:12], 16)
     return h % n == k - 1
 
 
-def _static_record(cand: Candidate, problem: Problem | None, w: Workload | None, status: Status, error: ErrorInfo,
-                   env: EnvSnapshot, run_id: str, diagnostics: tuple[dict, ...] = ()) -> JobResult:
-    wname = w.name if w else "*"
-    if problem is not None and w is not None:
-        jid = job_id(cand, problem, w, env)
-    else:
-        import hashlib
-
-        jid = hashlib.sha256(f"{cand.sha256}|{cand.problem_id}|*|{env.comparable_key()}".encode()).hexdigest()[:20]
-    return JobResult(
-        job_id=jid, run_id=run_id, candidate=cand.rel_path, candidate_sha256=cand.sha256, generator=cand.generator,
-        generator_version=cand.generator_version, problem_id=cand.problem_id,
-        category=problem.category if problem else "unknown", workload=wname, dtype=w.dtype if w else "-", dsl=cand.dsl,
-        status=status, flops=w.flops if w else 0, min_bytes=w.min_bytes if w else 0, env=env,
-        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), error=error, diagnostics=diagnostics,
-        problem_version=problem.version if problem else "",
-    )
-
-
-def _scan(cand: Candidate) -> tuple[ErrorInfo | None, Status | None, tuple[dict, ...]]:
-    """Parse + static scans in the trusted process (no candidate code runs)."""
+def scan(cand: Candidate, source: str) -> tuple[ErrorInfo | None, Status | None, tuple[dict, ...]]:
+    """Parse + static scans of the bytes that will run (no candidate code runs here)."""
     from harness.diagnose.anticheat import scan_source
     from harness.diagnose.lint import lint_source
 
-    try:
-        source = cand.path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return ErrorInfo(type(exc).__name__, f"{cand.path}: cannot be read as UTF-8 text ({exc})"), Status.INVALID_CANDIDATE, ()
     try:
         ast.parse(source, filename=str(cand.path))
     except SyntaxError as exc:
@@ -122,33 +107,101 @@ def _scan(cand: Candidate) -> tuple[ErrorInfo | None, Status | None, tuple[dict,
     return None, None, diags
 
 
-def screen_for(prob: Problem, ceilings: dict | None, thresholds: Any) -> Callable[..., Any] | None:
-    """The Session's screening callback for ``prob``; None when no ceilings were measured (``--no-timing``)."""
-    if not ceilings:
-        return None
+def screen_for(ceilings: dict | None, thresholds: Any) -> Callable[[Problem], Callable | None]:
+    """Problem -> the session's screening callback; None everywhere when no ceilings were measured."""
     from harness.score.gates import screen
 
-    def _screen(w: Workload, kt, lt):
-        return screen(category=prob.category, dtype=w.dtype, allow_tf32=w.allow_tf32, flops=w.flops,
-                      min_bytes=w.min_bytes, kernel=kt, library=lt, ceilings=ceilings, thresholds=thresholds)
-    return _screen
+    def for_problem(prob: Problem) -> Callable | None:
+        if not ceilings:
+            return None
+
+        def _screen(w: Workload, kt, lt):
+            return screen(category=prob.category, dtype=w.dtype, allow_tf32=w.allow_tf32, flops=w.flops,
+                          min_bytes=w.min_bytes, kernel=kt, library=lt, ceilings=ceilings, thresholds=thresholds,
+                          read_bytes=getattr(w, "read_bytes", None), write_bytes=getattr(w, "write_bytes", None))
+        return _screen
+    return for_problem
 
 
-def _env_for(env: EnvSnapshot, gpu: int) -> EnvSnapshot:
-    """The run's environment snapshot, with this GPU's own identity and clocks."""
-    import dataclasses
+def _source_of(cand: Candidate) -> tuple[bytes | None, str | None]:
+    """The bytes that will run (read once), or an error naming the file and what is wrong."""
+    src = getattr(cand, "source", None)
+    if isinstance(src, str):
+        return src.encode(), None
+    try:
+        data = cand.path.read_bytes()
+    except OSError as exc:
+        return None, f"{cand.path}: cannot be read ({exc.strerror})"
+    if hashlib.sha256(data).hexdigest() != cand.sha256:
+        return None, f"{cand.path}: changed since it was discovered; rerun"
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, f"{cand.path}: is not UTF-8 text ({exc})"
+    return data, None
 
-    from harness import env as envmod
 
-    return dataclasses.replace(envmod.snapshot("cuda", gpu), sandbox=env.sandbox)
+def plan(req: EvalRequest, run_id: str, emit: Callable[[JobResult], None], done: set[str],
+         skipped: list[str]) -> list[Task]:
+    """The tasks to run; records decided without running (unknown problem, static scan) go to ``emit``."""
+    opts = req.options
+    tasks: list[Task] = []
+    for folder in req.submissions:
+        _, cands = discover(folder, kernelbench_map=req.kernelbench_map, problem_ids=list(req.registry.problems))
+        for cand in cands:
+            if req.only_problems and cand.problem_id not in req.only_problems:
+                continue
+            if not in_shard(cand, req.shard):
+                continue
+            if cand.problem_id not in req.registry:
+                try:
+                    req.registry.get(cand.problem_id)
+                except KeyError as exc:
+                    rec = static_record(cand, None, None, Status.INVALID_CANDIDATE, ErrorInfo("UnknownProblem", str(exc)),
+                                        req.env, run_id, base_seed=opts.base_seed)
+                    if rec.job_id not in done:
+                        emit(rec)
+                continue
+            prob = req.registry.get(cand.problem_id)
+            mode = opts.mode or getattr(prob, "default_mode", "eval")
+            wls = prob.select(req.workload_tags or None, req.workload_names or None)
+            wls = list(wls) + list(req.extra_workloads.get(prob.id, ()))
+            wls = [w for w in wls if job_id(cand, prob, w, req.env, mode=mode, baseline=opts.baseline) not in done]
+            if not wls:
+                skipped.append(cand.rel_path)
+                continue
+            data, problem = _source_of(cand)
+            if data is None:
+                for w in wls:
+                    emit(static_record(cand, prob, w, Status.INVALID_CANDIDATE, ErrorInfo("UnreadableCandidate", problem),
+                                       req.env, run_id, mode=mode, baseline=opts.baseline, base_seed=opts.base_seed))
+                continue
+            if getattr(cand, "source", None) is not None:
+                cand = dataclasses.replace(cand, sha256=hashlib.sha256(data).hexdigest())
+            err, status, diags = scan(cand, data.decode("utf-8"))
+            if err is not None:
+                evidence = {"mechanism": "static_scan", "rules": sorted({d["rule"] for d in diags
+                                                                        if d.get("severity") == "fail"})}
+                for w in wls:
+                    emit(static_record(cand, prob, w, status, err, req.env, run_id, diags, mode=mode,
+                                       baseline=opts.baseline, base_seed=opts.base_seed, evidence=evidence))
+                continue
+            tasks.append(Task(candidate=cand, problem=prob, workloads=tuple(wls), diagnostics=diags, source=data,
+                              mode=mode))
+    # Longest first, then problem order: candidates whose compile is slow (TileLang's nvcc, Triton
+    # autotuning) start first so they do not end the run alone; within a class the candidates of one
+    # problem follow each other (the checker caches a problem's reference outputs).
+    tasks.sort(key=lambda t: (-expected_cost_class(t.source.decode("utf-8", "replace"), t.candidate.dsl),
+                              t.problem.category, t.problem.id, t.candidate.rel_path))
+    return tasks
 
 
-def evaluate(req: EvalRequest) -> list[JobResult]:
+def run_evaluation(req: EvalRequest) -> RunOutcome:
+    """Plan, run on the chosen executor, write every record to ``OUT/results.jsonl`` as it arrives."""
     from harness.score.gates import Thresholds
 
     if req.executor not in ("local", "ray"):
         raise ValueError(f"executor {req.executor!r}: expected 'local' or 'ray'")
-    opts = req.options
     store = ResultStore(req.out_dir)
     done = store.done_job_ids() if req.resume and not req.rerun else set()
     run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
@@ -162,97 +215,96 @@ def evaluate(req: EvalRequest) -> list[JobResult]:
             if req.on_result:
                 req.on_result(r)
 
-    tasks: list[tuple[Candidate, Problem, list[Workload], tuple[dict, ...]]] = []
-    for folder in req.submissions:
-        _, cands = discover(folder, kernelbench_map=req.kernelbench_map, problem_ids=list(req.registry.problems))
-        for cand in cands:
-            if req.only_problems and cand.problem_id not in req.only_problems:
-                continue
-            if not in_shard(cand, req.shard):
-                continue
-            if cand.problem_id not in req.registry:
-                try:
-                    req.registry.get(cand.problem_id)
-                except KeyError as exc:
-                    rec = _static_record(cand, None, None, Status.INVALID_CANDIDATE, ErrorInfo("UnknownProblem", str(exc)),
-                                         req.env, run_id)
-                if rec.job_id not in done:
-                    emit(rec)
-                continue
-            prob = req.registry.get(cand.problem_id)
-            wls = prob.select(req.workload_tags or None, req.workload_names or None)
-            wls = [w for w in wls if job_id(cand, prob, w, req.env) not in done]
-            if not wls:
-                req.skipped.append(cand.rel_path)
-                continue
-            err, status, diags = _scan(cand)
-            if err is not None:
-                for w in wls:
-                    emit(_static_record(cand, prob, w, status, err, req.env, run_id, diags))
-                continue
-            tasks.append((cand, prob, wls, diags))
-
-    # Longest first, then problem order: candidates whose compile is slow (TileLang's
-    # nvcc, Triton autotuning) start first so they do not end the run alone; within
-    # a class the candidates of one problem follow each other (the checker caches a
-    # problem's reference outputs).
-    tasks.sort(key=lambda t: (-expected_cost_class(t[0]), t[1].category, t[1].id, t[0].rel_path))
-    thresholds = req.thresholds or Thresholds()
-    if req.executor == "ray":
-        from harness.execute.ray_executor import run_on_ray
-
-        run_on_ray(tasks, options=opts, env=req.env, run_id=run_id, emit=emit, ceilings=req.ceilings,
-                   thresholds=thresholds, address=req.ray_address, progress=req.progress)
-        return results
-
-    gpus = list(opts.gpus) if opts.device == "cuda" else [None]
+    skipped: list[str] = []
+    tasks = plan(req, run_id, emit, done, skipped)
     # absolute: workers run with their scratch folder as working directory
-    scratch_root = Path(opts.scratch_root or (req.out_dir / ".scratch")).resolve()
-    opts.scratch_root = scratch_root
-    envs = {g: req.env if g in (None, gpus[0]) else _env_for(req.env, g) for g in gpus}
-    slots = max(1, opts.check_slots) if opts.device == "cuda" else 1  # on CPU the checks would share the timed cores
-    checkers = {g: Checker(opts.device, g, scratch_root / f"checker-{g if g is not None else 'cpu'}", size=slots)
-                for g in gpus}
-    locks = {g: DeviceGate(slots) for g in gpus}
-    per_device = max(1, opts.jobs // len(gpus))
-    problem_paths = sorted({t[1].path.resolve() for t in tasks})
-    tilelang = any(t[0].dsl == "tilelang" for t in tasks)  # then pooled workers import it while they wait
-    # two spare workers per job (up to 8): a worker starts in ~5 s on the H200 host, longer than
-    # a fast candidate takes, so one spare per job would still keep the next candidate waiting
-    demand = Demand(len(tasks))  # no pool keeps more workers ready than candidates are left
-    pools = {g: WorkerPool(opts, g, scratch_root, run_id[:8], problem_paths, min(2 * per_device, 8), tilelang, demand)
-             for g in gpus} if opts.prestart and tasks else {}
+    opts = dataclasses.replace(req.options, scratch_root=Path(req.options.scratch_root or
+                                                              (req.out_dir / ".scratch")).resolve())
+    thresholds = req.thresholds or Thresholds()
+    outcome = RunOutcome(results, skipped, run_id)
+    if not tasks:
+        return outcome
+    if req.executor == "ray":
+        from harness.execute.ray_executor import RayExecutor
+
+        executor: Any = RayExecutor(opts, req.env, run_id, ceilings=req.ceilings, thresholds=thresholds,
+                                    address=req.ray_address, progress=req.progress)
+    else:
+        from harness.execute.local import LocalExecutor
+
+        executor = LocalExecutor(opts, req.env, run_id, problem_paths=sorted({t.problem.path.resolve() for t in tasks}),
+                                 tilelang=any(t.candidate.dsl == "tilelang" for t in tasks),
+                                 expected_tasks=len(tasks), screen_for=screen_for(req.ceilings, thresholds))
     bar = None
-    if req.progress:
+    if req.progress and req.executor == "local":
         from tqdm import tqdm
 
         bar = tqdm(total=len(tasks), desc="candidates", unit="cand", dynamic_ncols=True)
 
-    def run_task(task, g) -> list[JobResult]:
-        cand, prob, wls, diags = task
-        sess = Session(cand, prob, wls, opts, envs[g], run_id, checkers[g], locks[g], g, diags,
-                       screen_for(prob, req.ceilings, thresholds), pool=pools.get(g))
-        return sess.run()
+    stop = threading.Event()
 
-    def done(task, recs: list[JobResult]) -> None:
+    def done_task(task: Task, recs: list[JobResult]) -> None:
+        if stop.is_set():  # interrupted: the harness killed this candidate's worker, it did not crash
+            return
         for r in recs:
             emit(r)
         if bar is not None:
-            bar.set_postfix_str(f"{task[0].rel_path[-40:]}", refresh=False)
+            bar.set_postfix_str(task.candidate.rel_path[-40:], refresh=False)
             bar.update(1)
 
-    try:
-        report = run_pull(tasks, gpus, per_device, run_task, done)
-    finally:
-        for pool in pools.values():
-            pool.close()
-        if bar is not None:
-            bar.close()
-        for c in checkers.values():
-            c.close()
+    with _sigterm_interrupts():
+        try:
+            report = executor.run(tasks, done_task, stop=stop)
+        except KeyboardInterrupt:
+            _interrupted(stop, opts.scratch_root, run_id)
+            raise
+        finally:
+            executor.close()
+            if bar is not None:
+                bar.close()
     for g, why in report.retired.items():
         print(f"warning: device {g} retired: {why}", file=sys.stderr)
+    outcome.not_run = len(report.not_run)
     if report.not_run:
         raise RuntimeError(f"{len(report.not_run)} candidate(s) not run: every device failed its health probe "
                            f"({'; '.join(report.retired.values())}); rerun with --resume once the GPU is healthy")
-    return results
+    return outcome
+
+
+def evaluate(req: EvalRequest) -> list[JobResult]:
+    """The records of one evaluation (:func:`run_evaluation` without the bookkeeping)."""
+    return run_evaluation(req).results
+
+
+def _interrupted(stop: threading.Event, scratch_root: Path | None, run_id: str) -> None:
+    """Ctrl-C or SIGTERM: pull no more tasks, kill every process this run started, remove its scratch."""
+    import shutil
+
+    from harness.execute.process import kill_all
+
+    stop.set()
+    kill_all()
+    if scratch_root is not None and scratch_root.is_dir():
+        for d in scratch_root.glob(f"kg-{run_id[:8]}-*"):
+            shutil.rmtree(d, ignore_errors=True)
+
+
+class _sigterm_interrupts:
+    """Turn SIGTERM (``timeout``, a batch system) into KeyboardInterrupt while the run is on, so both end it
+    the same way: records written so far stay, every process started ends, ``--resume`` continues."""
+
+    def __init__(self) -> None:
+        self._old: Any = None
+
+    def __enter__(self) -> "_sigterm_interrupts":
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGTERM, self._term)
+        return self
+
+    @staticmethod
+    def _term(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._old is not None:
+            signal.signal(signal.SIGTERM, self._old)

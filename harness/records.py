@@ -19,15 +19,13 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: trusted timing, kernel attribution, timed-call verification, evidence, secret workloads, sizes, mode."""
 
 
 class Status(str, enum.Enum):
-    """Outcome of one (candidate, workload) evaluation.
-
-    Only ``PASSED`` records carry timing and screening; ``LOWERED`` records
-    (TileLang on a machine without a GPU) carry the lowered-source digest only.
-    """
+    """Outcome of one (candidate, workload) evaluation. Which fields a record may carry under each
+    status is checked when the record is built (:meth:`JobResult.__post_init__`, :data:`FIELDS_BY_STATUS`)."""
 
     PASSED = "PASSED"
     LOWERED = "LOWERED"  # compiled to device source, not executable here
@@ -41,6 +39,12 @@ class Status(str, enum.Enum):
     TIMEOUT = "TIMEOUT"
     REWARD_HACK = "REWARD_HACK"
     HARNESS_ERROR = "HARNESS_ERROR"  # the harness itself failed; not the candidate's fault
+    TOO_LARGE = "TOO_LARGE"  # the workload cannot fit on the device even alone; not run, not the candidate's fault
+
+    @property
+    def is_harness_fault(self) -> bool:
+        """The harness (or the machine) could not evaluate the candidate: never counted against it."""
+        return self in (Status.HARNESS_ERROR, Status.TOO_LARGE)
 
     @property
     def is_correct(self) -> bool:
@@ -52,17 +56,18 @@ class Status(str, enum.Enum):
 
 
 class Verdict(str, enum.Enum):
-    """Screening verdict for a correct, timed candidate (see harness.score.gates)."""
+    """Screening verdict for a correct candidate timed on a GPU (see harness.score.gates).
+
+    The only verdict vocabulary: a record without screening (not timed, the
+    CPU path, or a failure) has no verdict, and reports say why from its status.
+    """
 
     EFFICIENT = "efficient"
     AUTHORING_DEFECT = "authoring_defect"
     STRUCTURAL_RESIDUAL = "structural_residual"
     BEATS_WEAK_BASELINE = "beats_weak_baseline"
     BORDERLINE = "borderline"
-    INCORRECT = "incorrect"
-    FAILED = "failed"
     REWARD_HACK = "reward_hack"
-    NOT_TIMED = "not_timed"
 
 
 def _dc_to_dict(obj: Any) -> Any:
@@ -222,6 +227,101 @@ class Screening:
 
 
 @dataclass(frozen=True, slots=True)
+class TrustedTiming:
+    """The parent's own clock over batches of back-to-back calls (harness.score.clock).
+
+    Each batch makes fresh inputs and calls the forward ``calls_per_batch``
+    times; the parent times it from its request to the reply, and the
+    checker's input-only batch of the same size is subtracted. The candidate
+    can only make its own batch slower, never faster.
+    """
+
+    calls_per_batch: int
+    kernel_ms_per_call: float
+    """Median over batches of (candidate batch - input batch) / calls: the candidate's trusted time per call."""
+    library_ms_per_call: float
+    """The same for the library, timed in the trusted checker."""
+    inputs_ms_per_call: float
+    kernel_batch_ms: tuple[float, ...]
+    library_batch_ms: tuple[float, ...]
+    inputs_batch_ms: tuple[float, ...]
+    source: str
+    """Which times the screening used: ``cuda_event`` (the events agreed with this clock) or ``trusted_batch``
+    (host-bound: both sides were scored on this clock)."""
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return _dc_to_dict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> "TrustedTiming | None":
+        if d is None:
+            return None
+        _check_keys(cls, d)
+        d = _floats(cls, d)
+        for k in ("kernel_batch_ms", "library_batch_ms", "inputs_batch_ms"):
+            d[k] = tuple(float(x) for x in d[k])
+        return cls(**d)
+
+
+@dataclass(frozen=True, slots=True)
+class KernelShare:
+    """One kernel name's share of a forward's GPU time."""
+
+    name: str
+    kind: str
+    """``dsl`` (a Triton/TileLang kernel of the candidate), ``library`` (a kernel of the library op, learned by
+    profiling the reference), ``vendor`` (cuBLAS/cuDNN/CUTLASS), ``aten`` (other PyTorch kernels),
+    ``inductor`` (torch.compile-generated) or ``other``."""
+    us_per_call: float
+    share: float
+
+
+@dataclass(frozen=True, slots=True)
+class KernelAttribution:
+    """Where the forward's GPU time went (harness.score.attribution)."""
+
+    method: str
+    """``profiler`` (CUPTI kernel records, reported by the worker: a claim cross-checked by the trusted side's
+    fingerprint and clock), or ``launch-counter`` where no profiler ran (the CPU path)."""
+    dsl_share: float | None
+    """Share of the forward's GPU time in the candidate's own Triton/TileLang kernels (None: launch counter)."""
+    kernels: tuple[KernelShare, ...] = ()
+
+    def to_dict(self) -> dict:
+        return _dc_to_dict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> "KernelAttribution | None":
+        if d is None:
+            return None
+        _check_keys(cls, d)
+        d = dict(d)
+        d["kernels"] = tuple(KernelShare(**k) for k in d.get("kernels", ()))
+        return cls(**d)
+
+
+@dataclass(frozen=True, slots=True)
+class Verification:
+    """Timed calls whose outputs the trusted checker verified, at positions the candidate could not know."""
+
+    timed_calls: int
+    checked_calls: int
+    """Verified against the library's output on the same inputs (samples and batch calls)."""
+    mismatches: int
+
+    def to_dict(self) -> dict:
+        return _dc_to_dict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> "Verification | None":
+        if d is None:
+            return None
+        _check_keys(cls, d)
+        return cls(**d)
+
+
+@dataclass(frozen=True, slots=True)
 class EnvSnapshot:
     """Where a result was produced. Two results are comparable only if these match."""
 
@@ -254,17 +354,32 @@ class EnvSnapshot:
         return cls(**d)
 
 
+_MEASURED = ("timing", "library_timing", "screening", "trusted_timing", "kernels", "verification")
+FIELDS_BY_STATUS: dict[str, tuple[set[str], set[str]]] = {
+    # status: (fields that must be present, fields that must be absent)
+    "PASSED": (set(), {"error", "evidence"}),
+    "LOWERED": (set(), {"error", "evidence", *_MEASURED}),
+    "REWARD_HACK": ({"error"}, set()),
+    "HARNESS_ERROR": ({"error"}, {"evidence", *_MEASURED}),
+    "TOO_LARGE": ({"error"}, {"evidence", *_MEASURED}),
+}
+"""Which fields a record carries under which status; every other failure status is like
+``INCORRECT_*``: an error, no measurements, no evidence. A REWARD_HACK keeps what it was
+caught with (its timing, its kernel table) and says why in ``error`` and ``evidence``."""
+_FAILURE_RULE = ({"error"}, {"evidence", *_MEASURED})
+
+
 @dataclass(frozen=True, slots=True)
 class JobResult:
     """One record per (candidate, workload): the unit of the results JSONL.
 
-    Field presence by status: ``timing``/``library_timing``/``screening`` only
-    when ``status`` is PASSED and the run timed; ``error`` only on failures;
-    ``correctness`` whenever at least one round ran.
+    Field presence by status is :data:`FIELDS_BY_STATUS`, checked on construction;
+    ``screening`` also needs ``timing`` and ``library_timing``, which come together.
     """
 
     job_id: str
-    """Canonical id: sha256 of (candidate content, problem id, workload, harness version)."""
+    """Canonical id (harness.results.ids): sha256 of the candidate's bytes, its generator and version, the
+    problem and its version, the workload and its sizes, mode, baseline, environment and harness version."""
     run_id: str
     candidate: str
     """Candidate file path relative to its submission folder."""
@@ -307,20 +422,52 @@ class JobResult:
     phase: for a free checker process, or for the shared GPU again after an autotuning round)."""
     base_seed: int | None = None
     """The run's base seed. Random and secret by default (candidates only ever receive the seed of
-    the round they are in, just before it); stored here so ``kernelgate run --seed`` can replay the run."""
+    the call they are in, just before it); stored here so ``kernelgate run --seed`` can replay the run."""
+    params: dict | None = None
+    """The problem's size constants this workload ran with (after ``--set``)."""
+    secret: bool = False
+    """A secret workload: shapes derived per run from the secret seed or a private file, never public."""
+    mode: str = "eval"
+    """``eval`` or ``train``: the mode Model and ModelNew ran in."""
+    baseline: str = "eager"
+    """The library baseline: ``eager`` (the problem's Model) or ``compile`` (torch.compile of it)."""
+    trusted_timing: TrustedTiming | None = None
+    kernels: KernelAttribution | None = None
+    verification: Verification | None = None
+    evidence: dict | None = None
+    """REWARD_HACK only: the facts it was decided on (numbers, the mechanism), for an audit."""
+    attempts: int = 1
+    """2 when the first attempt failed for a reason the candidate may not have caused (an out-of-memory or a
+    dead worker while sharing the GPU) and the candidate was run again alone; the record is the second's."""
     schema_version: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        must, must_not = FIELDS_BY_STATUS.get(self.status.value, _FAILURE_RULE)
+        missing = [f for f in sorted(must) if getattr(self, f) is None]
+        present = [f for f in sorted(must_not) if getattr(self, f) is not None]
+        if missing or present:
+            raise ValueError(f"JobResult({self.candidate}, {self.workload}) with status {self.status.value}: "
+                             + (f"needs {missing}" if missing else "") + (" and " if missing and present else "")
+                             + (f"must not carry {present}" if present else ""))
+        if (self.timing is None) != (self.library_timing is None):
+            raise ValueError(f"JobResult({self.candidate}, {self.workload}): timing and library_timing come together")
+        if self.screening is not None and self.timing is None:
+            raise ValueError(f"JobResult({self.candidate}, {self.workload}): screening without timing")
 
     def to_dict(self) -> dict:
         return _dc_to_dict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> "JobResult":
-        _check_keys(cls, d)
-        if d.get("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
+        version = d.get("schema_version", SCHEMA_VERSION)
+        if version == 1:
+            d = _upgrade_v1(d)
+        elif version != SCHEMA_VERSION:
             raise ValueError(
-                f"result schema_version {d.get('schema_version')} != {SCHEMA_VERSION}; "
+                f"result schema_version {version} != {SCHEMA_VERSION}; "
                 "re-run or convert the results file with this harness version"
             )
+        _check_keys(cls, d)
         d = dict(d)
         d["status"] = Status(d["status"])
         d["env"] = EnvSnapshot.from_dict(d["env"])
@@ -329,12 +476,33 @@ class JobResult:
         d["timing"] = TimingStats.from_dict(d.get("timing"))
         d["library_timing"] = TimingStats.from_dict(d.get("library_timing"))
         d["screening"] = Screening.from_dict(d.get("screening"))
+        d["trusted_timing"] = TrustedTiming.from_dict(d.get("trusted_timing"))
+        d["kernels"] = KernelAttribution.from_dict(d.get("kernels"))
+        d["verification"] = Verification.from_dict(d.get("verification"))
         d["diagnostics"] = tuple(d.get("diagnostics", ()))
         d["warnings"] = tuple(d.get("warnings", ()))
         return cls(**d)
 
     def replace(self, **changes: Any) -> "JobResult":
         return dataclasses.replace(self, **changes)
+
+
+_V1_VERDICTS = {"incorrect", "failed", "not_timed"}
+
+
+def _upgrade_v1(d: dict) -> dict:
+    """A schema-1 record (before trusted timing) as schema 2: same facts, no new measurements.
+
+    Schema 1 let a below-floor REWARD_HACK carry timing (still allowed) and had
+    three verdict strings that were never produced (dropped with the screening
+    that would hold them).
+    """
+    d = dict(d)
+    d["schema_version"] = SCHEMA_VERSION
+    s = d.get("screening")
+    if isinstance(s, dict) and s.get("verdict") in _V1_VERDICTS:
+        d["screening"] = None
+    return d
 
 
 __all__ = [
@@ -346,5 +514,10 @@ __all__ = [
     "CorrectnessStats",
     "Screening",
     "EnvSnapshot",
+    "TrustedTiming",
+    "KernelShare",
+    "KernelAttribution",
+    "Verification",
     "JobResult",
+    "FIELDS_BY_STATUS",
 ]

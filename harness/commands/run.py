@@ -10,21 +10,24 @@ from collections import Counter
 from pathlib import Path
 
 from harness.commands._common import add_problem_args, default_out, load_registry_from_args, table
+from harness.execute.options import DEFAULTS
 
 EPILOG = """\
 what happens to each candidate:
   1. parsed and scanned in this process (syntax, static anti-cheat, defect lint); never imported here
-  2. run in a fresh subprocess: import, build ModelNew with Model's weights, 5+ correctness rounds on
-     fresh inputs (also scaled/shifted), compared against a float64 reference in a separate process
-  3. timed against the library op, alternating, cold L2, device-wide sync; screened by E_lib and U_roof
+  2. run in a fresh sandboxed subprocess: import, build ModelNew with Model's weights, 5+ correctness
+     rounds on fresh inputs (also scaled/shifted), checked against a float64 reference in a trusted process
+  3. timed on fresh inputs, alternating with the library timed in the trusted process; a secret share of
+     the timed calls is verified; the claimed times are checked against this process's own clock;
+     screened by E_lib and U_roof (on a GPU)
   4. one record per (candidate, workload) appended to OUT/results.jsonl
 
 examples:
-  kernelgate run submissions/* --out runs/h200 --leaderboard leaderboards/h200.json --report runs/h200/report
-  kernelgate run submissions/triton-reference submissions/defects --out runs/h200
-  kernelgate run my_llm_samples/ --problems ~/KernelBench/level1 --kernelbench-map auto --set N=256
-  kernelgate run submissions/defects --out runs/h200 --resume
-  kernelgate run my_llm_samples/ --out runs/cluster --executor ray --ray-address auto   # after 'ray start'
+  kernelgate run submissions/* --out runs/h200 --leaderboard leaderboards/h200.json --report runs/h200/report --yes-execute
+  kernelgate run submissions/triton-reference submissions/defects --out runs/h200 --yes-execute
+  kernelgate run my_llm_samples/ --problems ~/KernelBench/level1 --kernelbench-map auto --yes-execute
+  kernelgate run submissions/defects --out runs/h200 --resume --yes-execute
+  kernelgate run my_llm_samples/ --out runs/cluster --executor ray --ray-address auto --yes-execute   # after 'ray start'
 """
 
 
@@ -32,20 +35,35 @@ def _fmt(x: float | None, spec: str = ".3g") -> str:
     return "-" if x is None else format(x, spec)
 
 
+def _verdict(r) -> str:
+    if r.screening is not None:
+        return r.screening.verdict.value
+    if r.status.value == "PASSED" and r.env.device_kind == "cpu":
+        return "cpu path (no verdict)"
+    return "-"
+
+
 def summary_table(results) -> str:
-    rows = []
+    """One row per record; failures' reasons follow the table, whole (first line), numbered."""
+    rows, reasons = [], []
     for r in sorted(results, key=lambda r: (r.generator, r.problem_id, r.candidate, r.workload)):
         s = r.screening
+        note = ""
+        if r.error is not None:
+            reasons.append(f"  [{len(reasons) + 1}] {r.candidate} {r.workload}: {r.error.message.strip().splitlines()[0] if r.error.message.strip() else r.error.type}")
+            note = f"[{len(reasons)}]"
         rows.append([
             r.candidate, r.workload, r.status.value,
-            _fmt(r.library_timing.median_ms if r.library_timing else None, ".4g"),
-            _fmt(r.timing.median_ms if r.timing else None, ".4g"),
+            _fmt(r.library_timing.median_ms if r.library_timing and s else None, ".4g"),
+            _fmt(r.timing.median_ms if r.timing and s else None, ".4g"),
             _fmt(s.e_lib if s else None), _fmt(s.u_roof if s else None), _fmt(s.u_roof_library if s else None),
-            (s.verdict.value if s else "-"),
-            (r.error.message[:60] if r.error else ""),
+            _verdict(r), note,
         ])
-    return table(rows, ["candidate", "workload", "status", "t_lib ms", "t_kernel ms", "E_lib", "U_roof", "U_roof lib",
-                        "verdict", "detail"])
+    out = table(rows, ["candidate", "workload", "status", "t_lib ms", "t_kernel ms", "E_lib", "U_roof", "U_roof lib",
+                       "verdict", "why"])
+    if reasons:
+        out += "\n\nwhy:\n" + "\n".join(reasons)
+    return out
 
 
 def _parse_shard(text: str | None) -> tuple[int, int] | None:
@@ -62,11 +80,12 @@ def _parse_shard(text: str | None) -> tuple[int, int] | None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from harness import env as envmod
-    from harness.execute.runner import RunOptions
+    from harness.execute.options import RunOptions
     from harness.measure.timing import TimingConfig
-    from harness.pipeline import EvalRequest, evaluate
+    from harness.pipeline import EvalRequest, run_evaluation
     from harness.score.gates import Thresholds
 
+    shard = _parse_shard(args.shard)
     if args.ray_address and args.executor != "ray":
         raise SystemExit("kernelgate: error: --ray-address needs --executor ray")
     if args.executor == "ray":
@@ -75,15 +94,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         if importlib.util.find_spec("ray") is None:
             raise SystemExit("kernelgate: error: --executor ray needs the 'ray' package: pip install 'kernelgate[ray]'")
     device = args.device or envmod.default_device()
-    reg = load_registry_from_args(args)
-    if not args.allow_untrusted and not args.yes_execute:
-        print("note: candidates are untrusted code; they run in isolated subprocesses with resource limits, but see "
-              "README 'Security' before running submissions from strangers (--yes-execute silences this note)",
-              file=sys.stderr)
     if not 0 < args.gpu_memory_fraction <= 1:
         raise SystemExit(f"kernelgate: error: --gpu-memory-fraction must be in (0, 1], got {args.gpu_memory_fraction}")
     if args.check_slots < 1:
         raise SystemExit(f"kernelgate: error: --check-slots must be at least 1, got {args.check_slots}")
+    if not args.yes_execute:
+        raise SystemExit("kernelgate: error: running candidates executes their code (sandboxed, see README "
+                         "'Security'); pass --yes-execute to confirm")
+    reg = load_registry_from_args(args)
     gpus = tuple(int(g) for g in args.gpus.split(",")) if args.gpus else (0,)
     opts = RunOptions(
         device=device, gpus=gpus, rounds=max(args.rounds, 5),
@@ -94,6 +112,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         keep_scratch=args.keep_scratch, scratch_root=Path(args.scratch) if args.scratch else None,
         precompile=not args.no_precompile, sandbox=not args.no_sandbox, check_slots=args.check_slots,
         gpu_memory_fraction=args.gpu_memory_fraction, prestart=not args.no_prestart, handoff=args.handoff,
+        mode=args.mode, baseline=args.baseline,
     )
     snap = envmod.snapshot(device, gpus[0])
     ceilings = None
@@ -109,12 +128,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         workload_tags=() if names else tags, workload_names=names, only_problems=tuple(args.only or ()),
         kernelbench_map=args.kernelbench_map, resume=args.resume, rerun=args.rerun, ceilings=ceilings,
         thresholds=Thresholds(args.tau_lib, args.tau_roof_memory, args.tau_roof_compute), progress=not args.no_progress,
-        shard=_parse_shard(args.shard), executor=args.executor, ray_address=args.ray_address,
+        shard=shard, executor=args.executor, ray_address=args.ray_address,
     )
     try:
-        results = evaluate(req)
+        outcome = run_evaluation(req)
     except (ValueError, FileNotFoundError, ConnectionError, RuntimeError) as exc:
         raise SystemExit(f"kernelgate: error: {exc}")
+    results = outcome.results
     print()
     print(summary_table(results))
     counts = Counter(r.status.value for r in results)
@@ -122,8 +142,8 @@ def cmd_run(args: argparse.Namespace) -> int:
           + "  ".join(f"{k}={v}" for k, v in sorted(counts.items())))
     print(f"base seed {opts.base_seed} ({'given' if args.seed is not None else 'fresh and secret during the run'}; "
           f"--seed {opts.base_seed} replays these inputs)")
-    if req.skipped:
-        print(f"{len(req.skipped)} candidate(s) already recorded, skipped (--rerun to evaluate again)")
+    if outcome.skipped:
+        print(f"{len(outcome.skipped)} candidate(s) already recorded, skipped (--rerun to evaluate again)")
     if ceilings:
         print(f"ceilings ({'cached' if ceilings.get('cached') else 'measured now'}): "
               f"DRAM {ceilings['dram_bytes_per_s'] / 1e12:.3g} TB/s; "
@@ -181,7 +201,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--only", action="append", metavar="PROBLEM", help="evaluate only candidates for this problem (repeatable)")
     p.add_argument("--kernelbench-map", metavar="auto|FILE.json",
                    help="map KernelBench run files (level_L_problem_N_sample_S_kernel.py) to problem ids")
-    p.add_argument("--rounds", type=int, default=5, help="correctness rounds per workload (minimum 5)")
+    p.add_argument("--rounds", type=int, default=DEFAULTS.rounds,
+                   help=f"correctness rounds per workload (minimum {DEFAULTS.rounds})")
+    p.add_argument("--mode", choices=("train", "eval"), default=None,
+                   help="the mode Model and ModelNew run in; default: each problem's own (plain KernelBench files: "
+                        "train, as KernelBench's evaluator; annotated problems: eval). Recorded in every result")
+    p.add_argument("--baseline", choices=("eager", "compile"), default=DEFAULTS.baseline,
+                   help="the library baseline timed in the trusted checker: eager (the problem's Model, default) "
+                        "or compile (torch.compile of it; compiles once per workload, in the timing phase)")
     p.add_argument("--seed", type=int, help="base seed for inputs and weights (default: a fresh secret one per run, "
                    "recorded in each result's base_seed; pass it back to replay a run exactly)")
     p.add_argument("--resume", action="store_true", help="skip (candidate, workload) jobs already in OUT/results.jsonl")
@@ -190,9 +217,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "(split a run over launchers; combine with 'kernelgate merge')")
     p.add_argument("--no-timing", action="store_true", help="correctness only")
     p.add_argument("--quick", action="store_true", help="fewer timing samples (GPU)")
-    p.add_argument("--compile-timeout", type=float, default=600.0, help="seconds for import + build + first launch")
-    p.add_argument("--round-timeout", type=float, default=120.0, help="seconds per correctness round")
-    p.add_argument("--timing-timeout", type=float, default=300.0, help="seconds for the timing phase")
+    p.add_argument("--compile-timeout", type=float, default=DEFAULTS.compile_timeout_s,
+                   help=f"seconds for import + build + first launch (default {DEFAULTS.compile_timeout_s:g})")
+    p.add_argument("--round-timeout", type=float, default=DEFAULTS.round_timeout_s,
+                   help=f"seconds per call (default {DEFAULTS.round_timeout_s:g})")
+    p.add_argument("--timing-timeout", type=float, default=DEFAULTS.timing_timeout_s,
+                   help=f"seconds per batch of timed calls (default {DEFAULTS.timing_timeout_s:g})")
     p.add_argument("--tau-lib", type=float, default=0.8, help="E_lib gate (default 0.8)")
     p.add_argument("--tau-roof-memory", type=float, default=0.5, help="U_roof gate for memory-bound workloads (default 0.5)")
     p.add_argument("--tau-roof-compute", type=float, default=0.25, help="U_roof gate for compute-bound workloads (default 0.25)")
@@ -203,19 +233,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-prestart", action="store_true", help="start each candidate's worker only when the candidate's "
                    "turn comes (default: keep two pre-started per job on each device, at most 8 and never more than "
                    "candidates are left; each is still used for one candidate only)")
-    p.add_argument("--gpu-memory-fraction", type=float, default=0.5, metavar="F",
-                   help="GPU: share of the device memory one candidate's allocator may hold (default 0.5; 1 = no cap)")
+    p.add_argument("--gpu-memory-fraction", type=float, default=DEFAULTS.gpu_memory_fraction, metavar="F",
+                   help=f"GPU: share of the device memory one candidate's allocator may hold (default "
+                        f"{DEFAULTS.gpu_memory_fraction:g}; 1 = no cap)")
     p.add_argument("--handoff", choices=("ipc", "file"), default="ipc",
                    help="GPU: how each round's outputs reach the trusted checker: 'ipc' (default) maps the worker's "
                         "device memory into the checker (CUDA IPC, no host copies); 'file' saves them to the scratch "
                         "folder (the CPU path always does)")
-    p.add_argument("--check-slots", type=int, default=3, metavar="N",
-                   help="GPU: candidates whose correctness rounds may share one GPU at once (default 3); timing "
-                        "always has the GPU to itself. 1 = one candidate on the GPU at a time")
+    p.add_argument("--check-slots", type=int, default=DEFAULTS.check_slots, metavar="N",
+                   help=f"GPU: candidates whose correctness rounds may share one GPU at once (default "
+                        f"{DEFAULTS.check_slots}); timing always has the GPU to itself. 1 = one candidate on the GPU "
+                        "at a time")
     p.add_argument("--no-sandbox", action="store_true", help="do not apply the Landlock sandbox in the workers "
                    "(recorded in each result's env.sandbox)")
     p.add_argument("--keep-scratch", action="store_true", help="keep each candidate's scratch folder (debugging)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--yes-execute", "--allow-untrusted", dest="yes_execute", action="store_true",
-                   help="acknowledge that candidate code will be executed (sandboxed, see README 'Security')")
-    p.set_defaults(func=cmd_run, allow_untrusted=False)
+                   help="required: acknowledge that candidate code will be executed (sandboxed, see README 'Security')")
+    p.set_defaults(func=cmd_run)

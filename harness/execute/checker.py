@@ -1,20 +1,35 @@
-"""The trusted reference checker: computes reference outputs and compares.
+"""The trusted checker: reference outputs, comparisons, and the library baseline.
 
-A long-lived subprocess of the runner (``python -m harness.execute.checker``)
-speaking JSON lines on stdin/stdout. It imports problem code only (trusted),
-never candidate code, so the reference outputs live in a process the
-candidate cannot reach. It may use the GPU; the runner never does.
+A long-lived subprocess of the parent (``python -m harness.execute.checker``)
+speaking :mod:`harness.execute.protocol` as JSON lines on stdin/stdout. It
+imports problem code only (trusted), never candidate code, so the reference
+outputs, the library's timing and the library's outputs live in a process
+the candidate cannot reach. It uses the GPU; the parent never does.
 
-Request: ``{"op": "compare", "problem_path", "params", "dtype", "device",
-"model_seed", "seed", "round", "input_transform", "atol", "rtol",
-"reduction_length", "output_path"}``; reply: the dict from
-:func:`harness.score.correctness.compare_outputs` plus ``ref_s`` (seconds
-spent computing references; 0 on a cache hit) and ``check_s`` (loading the
-candidate's output and comparing). References are cached, least recently
-used first out, up to ``KERNELGATE_CHECKER_CACHE_MB`` (default 4096) per
-process: every candidate of a run gets the same round seeds for a workload,
-so the candidates of one problem share one reference computation (the runner
-sends a workload's compares to the process that computed its references).
+What it does, per request:
+
+* ``Compare`` (correctness): the problem's ``Model`` in float64 on upcast
+  inputs and the library's own output at the workload dtype for (seed,
+  transform), against the candidate's handed-off output
+  (:func:`harness.score.correctness.compare_outputs`); the candidate's
+  handed-off inputs against the checker's own copy (an input the forward
+  changed); and how many output elements are bit-identical to the library's
+  (a fingerprint of a library fallback, judged by the parent).
+* ``LibSample``: one library call timed exactly like a worker's call
+  (:meth:`harness.measure.timing.DeviceTimer.timed_call`, the forward on a
+  thread of its own as the candidate's is), on the checker's own inputs for
+  the same (seed, transform); its output may be kept for a ``Verify``.
+* ``Verify``: a timed call's handed-off output against the kept library
+  output of the same inputs.
+* ``GenBatch`` / ``LibBatch``: back-to-back input generation (and library
+  calls), for the parent's wall clock.
+* ``LibKernels``: the library's forward under the profiler: which kernels the
+  library op is made of on this device.
+
+References are cached, least recently used first out, up to
+``KERNELGATE_CHECKER_CACHE_MB`` (default 4096) per process: every candidate
+of a run gets the same correctness seeds for a workload, so the candidates of
+one problem share one reference computation.
 """
 
 from __future__ import annotations
@@ -26,9 +41,16 @@ import time
 import traceback
 from collections import OrderedDict
 from pathlib import Path
+from typing import Any
 
-_CACHE: "OrderedDict[str, tuple[list, list]]" = OrderedDict()
-_CACHE_MAX_ENTRIES = 64
+from harness.execute import protocol as P
+
+_REF_CACHE: "OrderedDict[str, tuple[list, list]]" = OrderedDict()
+_REF_CACHE_MAX_ENTRIES = 64
+_CTX: "OrderedDict[str, Any]" = OrderedDict()
+_CTX_MAX = 8
+_KEPT: dict[int, tuple[list, P.Context, int, int]] = {}
+_STATE: dict[str, Any] = {}
 
 
 def _cache_limit_bytes() -> int:
@@ -42,102 +64,328 @@ def _nbytes(entry: tuple[list, list]) -> int:
     return sum(t.numel() * t.element_size() for part in entry for t in part)
 
 
-def _reference(req: dict) -> tuple[list, list]:
+def _flags(ctx: P.Context) -> None:
     import torch
 
-    from harness.execute.inputs import flatten_outputs, make_inputs, make_reference_model
-    from harness.problems.loader import load_module
+    torch.backends.cuda.matmul.allow_tf32 = bool(ctx.allow_tf32)
+    torch.backends.cudnn.allow_tf32 = bool(ctx.allow_tf32)
+    torch.set_float32_matmul_precision("high" if ctx.allow_tf32 else "highest")
 
-    key = json.dumps([req["problem_path"], req["params"], req["dtype"], req["device"], req["model_seed"],
-                      req["seed"], req["round"], req["input_transform"], req.get("allow_tf32", False)], sort_keys=True)
-    if key in _CACHE:
-        _CACHE.move_to_end(key)
-        return _CACHE[key]
-    module = load_module(Path(req["problem_path"]), req["params"])
-    device, dtype = req["device"], req["dtype"]
-    torch.backends.cuda.matmul.allow_tf32 = bool(req.get("allow_tf32", False))
-    torch.backends.cudnn.allow_tf32 = bool(req.get("allow_tf32", False))
-    inputs = make_inputs(module, dtype, device, req["seed"], req["round"], req["input_transform"])
-    model = make_reference_model(module, dtype, device, req["model_seed"])
+
+def _inputs(ctx: P.Context, module: Any, seed: int, transform: int) -> list:
+    from harness.execute.inputs import make_inputs
+
+    return make_inputs(module, ctx.dtype, ctx.device, seed, transform, ctx.input_transform)
+
+
+def _fwd_seed(ctx: P.Context, seed: int) -> int | None:
+    return seed if ctx.mode == "train" else None
+
+
+class _Baseline:
+    """The library for one context: its module, model (eager or compiled), and a thread to call it on."""
+
+    def __init__(self, ctx: P.Context):
+        import torch
+
+        from harness.execute.candidate_thread import CandidateThread
+        from harness.execute.inputs import make_reference_model
+        from harness.problems.loader import load_module
+
+        self.ctx = ctx
+        self.module = load_module(Path(ctx.problem_path), ctx.params)
+        self.model = make_reference_model(self.module, ctx.dtype, ctx.device, ctx.model_seed, ctx.mode)
+        if ctx.baseline == "compile":
+            self.model = torch.compile(self.model)
+        self.thread = CandidateThread()  # the library's forward crosses a thread as the candidate's does
+        self.last_enqueue_us: float | None = None
+
+
+def _baseline(ctx: P.Context) -> _Baseline:
+    key = ctx.key
+    if key in _CTX:
+        _CTX.move_to_end(key)
+        return _CTX[key]
+    _flags(ctx)
+    b = _Baseline(ctx)
+    if ctx.baseline == "compile":  # compile now, not inside the first timed sample
+        from harness.execute.candidate_thread import forward
+
+        b.thread.run(forward, b.model, _inputs(ctx, b.module, 0, 0), _fwd_seed(ctx, 0))
+    _CTX[key] = b
+    while len(_CTX) > _CTX_MAX:
+        _, old = _CTX.popitem(last=False)
+        old.thread.stop()
+    return b
+
+
+def _timer(device: str) -> Any:
+    from harness.measure.timing import DeviceTimer, TimingConfig
+
+    if "timer" not in _STATE:
+        flush = TimingConfig.for_device("cpu" if device == "cpu" else "cuda").flush_bytes
+        _STATE["timer"] = DeviceTimer(device, flush)
+    return _STATE["timer"]
+
+
+def _reference(ctx: P.Context, seed: int, transform: int) -> tuple[list, list]:
+    """(float64 references, library outputs at the workload dtype) for one call's inputs, cached."""
+    import torch
+
+    from harness.execute.candidate_thread import forward
+    from harness.execute.inputs import flatten_outputs, make_reference_model
+
+    key = json.dumps([ctx.key, seed, transform])
+    if key in _REF_CACHE:
+        _REF_CACHE.move_to_end(key)
+        return _REF_CACHE[key]
+    b = _baseline(ctx)
+    _flags(ctx)
+    inputs = _inputs(ctx, b.module, seed, transform)
+    libs = [t.detach() for t in flatten_outputs(b.thread.run(forward, b.model, [x.clone() if isinstance(x, torch.Tensor)
+                                                                            else x for x in inputs], _fwd_seed(ctx, seed)))]
     with torch.no_grad():
-        libs = [t.detach() for t in flatten_outputs(model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]))]
         try:
-            model64 = make_reference_model(module, "float64", device, req["model_seed"])
+            model64 = make_reference_model(b.module, "float64", ctx.device, ctx.model_seed, ctx.mode)
             in64 = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+            if ctx.mode == "train":
+                torch.manual_seed(seed)
             refs = [t.detach().double() for t in flatten_outputs(model64(*in64))]
         except (RuntimeError, TypeError, NotImplementedError):
             # op without a float64 kernel on this device: fall back to float32 on upcast inputs
-            model32 = make_reference_model(module, "float32", device, req["model_seed"])
+            model32 = make_reference_model(b.module, "float32", ctx.device, ctx.model_seed, ctx.mode)
             in32 = [x.float() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+            if ctx.mode == "train":
+                torch.manual_seed(seed)
             refs = [t.detach().double() for t in flatten_outputs(model32(*in32))]
     limit = _cache_limit_bytes()
     if _nbytes((refs, libs)) <= limit:
-        _CACHE[key] = (refs, libs)
-        while len(_CACHE) > _CACHE_MAX_ENTRIES or sum(_nbytes(e) for e in _CACHE.values()) > limit:
-            _CACHE.popitem(last=False)
+        _REF_CACHE[key] = (refs, libs)
+        while len(_REF_CACHE) > _REF_CACHE_MAX_ENTRIES or sum(_nbytes(e) for e in _REF_CACHE.values()) > limit:
+            _REF_CACHE.popitem(last=False)
     return refs, libs
 
 
-def handle(req: dict) -> dict:
+def _load(ipc: Any, path: str | None) -> list:
+    """Tensors handed off by a worker (CUDA IPC descriptors or a file); raises HandoffTampered/HandoffError."""
     import torch
 
-    if req.get("op") == "ping":
-        return {"ok": True}
-    if req.get("op") != "compare":
-        return {"ok": False, "status": "HARNESS_ERROR", "detail": f"unknown op {req.get('op')!r}"}
-    t0 = time.perf_counter()
-    refs, libs = _reference(req)
-    if refs and refs[0].is_cuda:
-        torch.cuda.synchronize()
-    t1 = time.perf_counter()
-    res = _check(req, refs, libs)
-    if refs and refs[0].is_cuda:
-        torch.cuda.synchronize()
-    res["ref_s"], res["check_s"] = round(t1 - t0, 4), round(time.perf_counter() - t1, 4)
-    return res
+    from harness.execute.handoff import HandoffError, HandoffTampered, import_outputs
 
-
-def _failed(status: str, detail: str) -> dict:
-    return {"ok": False, "status": status, "detail": detail, "max_abs_err": None, "max_excess": None,
-            "library_max_excess": None}
-
-
-def _load_outputs(req: dict) -> list | dict:
-    """The candidate's outputs (through CUDA IPC or from the hand-off file), or a failing reply."""
-    import torch
-
-    if "output_ipc" in req:
-        from harness.execute.handoff import HandoffError, HandoffTampered, import_outputs
-
-        try:
-            return import_outputs(req["output_ipc"])
-        except HandoffTampered as exc:
-            return _failed("REWARD_HACK", f"output hand-off tampered: {exc}")
-        except HandoffError as exc:
-            return _failed("HARNESS_ERROR", f"candidate output could not be read over CUDA IPC ({exc}); if this "
-                           "repeats for every candidate, rerun with --handoff file")
+    if ipc is not None:
+        return import_outputs(list(ipc))
+    if path is None:
+        raise HandoffTampered("no outputs were handed off")
     try:
-        outs = torch.load(req["output_path"], map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - a tampered or truncated output file
-        return _failed("INCORRECT_NUMERICAL", f"candidate output could not be read ({exc})")
+        outs = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - a tampered or truncated file
+        raise HandoffError(f"the handed-off file could not be read ({exc})") from None
     if not isinstance(outs, list) or not all(type(o) is torch.Tensor for o in outs):
-        return _failed("INCORRECT_DTYPE", "candidate output is not a list of plain tensors")
+        raise HandoffTampered("the handed-off file is not a list of plain tensors")
     return outs
 
 
-def _check(req: dict, refs: list, libs: list) -> dict:
+def _failed(status: str, detail: str) -> P.CompareReply:
+    return P.CompareReply(ok=False, status=status, detail=detail)
+
+
+def _mutated(ctx: P.Context, b: _Baseline, seed: int, transform: int, ipc: Any, path: str | None) -> list[int] | str:
+    """Indices of tensor inputs the candidate's forward changed, or a message when they cannot be read."""
+    import torch
+
+    from harness.execute.handoff import HandoffError
+
+    try:
+        theirs = _load(ipc, path)
+    except HandoffError as exc:
+        return str(exc)
+    ours = [x for x in _inputs(ctx, b.module, seed, transform) if isinstance(x, torch.Tensor)]
+    if len(theirs) != len(ours):
+        return f"{len(theirs)} input tensor(s) handed off, {len(ours)} expected"
+    return [i for i, (a, o) in enumerate(zip(theirs, ours))
+            if a.shape != o.shape or a.dtype != o.dtype or not torch.equal(a.to(o.device), o)]
+
+
+def _fingerprint(outs: list, refs: list, libs: list) -> tuple[float | None, float | None]:
+    """(share of elements bit-identical to the library, share where the library differs from round(ref64))."""
+    same = diff = total = 0
+    for o, r, lib in zip(outs, refs, libs):
+        if not lib.is_floating_point() or o.shape != lib.shape or o.dtype != lib.dtype:
+            continue
+        o = o.to(lib.device)
+        total += lib.numel()
+        same += int((o == lib).sum())
+        diff += int((lib != r.to(lib.dtype)).sum())
+    if not total:
+        return None, None
+    return same / total, diff / total
+
+
+def compare(req: P.Compare) -> P.CompareReply:
+    import torch
+
+    from harness.execute.handoff import HandoffError, HandoffTampered
     from harness.score.correctness import compare_outputs
 
-    outs = _load_outputs(req)
-    if isinstance(outs, dict):
-        return outs
-    return compare_outputs(outs, refs, libs, atol=req["atol"], rtol=req["rtol"], reduction_length=req.get("reduction_length"))
+    t0 = time.perf_counter()
+    refs, libs = _reference(req.ctx, req.seed, req.transform)
+    if refs and refs[0].is_cuda:
+        torch.cuda.synchronize()
+    t1 = time.perf_counter()
+    try:
+        outs = _load(req.output_ipc, req.output_path)
+    except HandoffTampered as exc:
+        return _failed("REWARD_HACK", f"output hand-off tampered: {exc}")
+    except HandoffError as exc:
+        return _failed("HARNESS_ERROR", f"candidate output could not be read ({exc}); if this repeats for every "
+                       "candidate, rerun with --handoff file")
+    if not req.in_place and (req.input_ipc is not None or req.input_path is not None):
+        changed = _mutated(req.ctx, _baseline(req.ctx), req.seed, req.transform, req.input_ipc, req.input_path)
+        if isinstance(changed, str):
+            return _failed("REWARD_HACK", f"inputs could not be checked after the forward: {changed}")
+        if changed:
+            return _failed("REWARD_HACK", f"forward modified its input(s) {changed} (the problem is not in-place)")
+    res = compare_outputs(outs, refs, libs, atol=req.atol, rtol=req.rtol, reduction_length=req.reduction_length)
+    same, diff = _fingerprint(outs, refs, libs) if res["ok"] else (None, None)
+    if refs and refs[0].is_cuda:
+        torch.cuda.synchronize()
+    return P.CompareReply(ok=res["ok"], status=res["status"], detail=res["detail"], max_abs_err=res["max_abs_err"],
+                          max_excess=res["max_excess"], library_max_excess=res["library_max_excess"],
+                          identical_fraction=same, library_rounding_fraction=diff, ref_s=round(t1 - t0, 4),
+                          check_s=round(time.perf_counter() - t1, 4))
+
+
+def lib_sample(req: P.LibSample) -> P.LibSampleReply:
+    from harness.execute.candidate_thread import forward
+    import torch
+
+    from harness.execute.inputs import flatten_outputs, poison_allocator
+
+    b = _baseline(req.ctx)
+    _flags(req.ctx)
+    timer = _timer(req.ctx.device)
+    inputs = _inputs(req.ctx, b.module, req.seed, req.transform)
+    poison_allocator(req.ctx.device, 2 * sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor)))
+    seed = _fwd_seed(req.ctx, req.seed)
+    out, stream_ms, device_ms, enq = timer.timed_call(lambda: b.thread.run(forward, b.model, inputs, seed), req.hold_us)
+    if req.keep_id is not None:
+        _KEPT[req.keep_id] = ([t.detach() for t in flatten_outputs(out)], req.ctx, req.seed, req.transform)
+    return P.LibSampleReply(stream_ms=stream_ms, device_ms=device_ms, enqueue_us=enq)
+
+
+def verify(req: P.Verify) -> P.VerifyReply:
+    from harness.execute.handoff import HandoffError, HandoffTampered
+    from harness.score.correctness import compare_outputs
+
+    kept = _KEPT.pop(req.keep_id, None)
+    if kept is None:
+        return P.VerifyReply(ok=False, status="HARNESS_ERROR", detail=f"no kept library output {req.keep_id}")
+    libs, ctx, seed, transform = kept
+    try:
+        outs = _load(req.output_ipc, req.output_path)
+    except HandoffTampered as exc:
+        return P.VerifyReply(ok=False, status="REWARD_HACK", detail=f"output hand-off tampered: {exc}")
+    except HandoffError as exc:
+        return P.VerifyReply(ok=False, status="HARNESS_ERROR", detail=f"candidate output could not be read ({exc})")
+    if not req.in_place and (req.input_ipc is not None or req.input_path is not None):
+        changed = _mutated(ctx, _baseline(ctx), seed, transform, req.input_ipc, req.input_path)
+        if isinstance(changed, str) or changed:
+            return P.VerifyReply(ok=False, status="REWARD_HACK",
+                                 detail=f"a timed call modified its input(s): {changed}")
+    refs = [t.double() for t in libs]
+    res = compare_outputs(outs, refs, libs, atol=req.atol * req.tolerance_factor, rtol=req.rtol * req.tolerance_factor,
+                          reduction_length=req.reduction_length)
+    return P.VerifyReply(ok=res["ok"], status=res["status"], detail=res["detail"], max_excess=res["max_excess"])
+
+
+def gen_batch(req: P.GenBatch) -> P.BatchReply:
+    b = _baseline(req.ctx)
+    _flags(req.ctx)
+    for seed, tr in zip(req.seeds, req.transforms):
+        inputs = _inputs(req.ctx, b.module, seed, tr)
+        del inputs
+    _timer(req.ctx.device).sync()
+    return P.BatchReply(calls=len(req.seeds))
+
+
+def lib_batch(req: P.LibBatch) -> P.BatchReply:
+    from harness.execute.candidate_thread import forward
+    from harness.execute.inputs import flatten_outputs
+
+    b = _baseline(req.ctx)
+    _flags(req.ctx)
+    for j, (seed, tr) in enumerate(zip(req.seeds, req.transforms)):
+        inputs = _inputs(req.ctx, b.module, seed, tr)
+        out = b.thread.run(forward, b.model, inputs, _fwd_seed(req.ctx, seed))
+        if str(j) in req.keep:
+            _KEPT[int(req.keep[str(j)])] = ([t.detach() for t in flatten_outputs(out)], req.ctx, seed, tr)
+        del inputs, out
+    _timer(req.ctx.device).sync()
+    return P.BatchReply(calls=len(req.seeds))
+
+
+def lib_kernels(req: P.LibKernels) -> P.LibKernelsReply:
+    from harness.execute.candidate_thread import forward
+    from harness.execute.profiling import KernelProfiler, attribute
+
+    if "profiler" not in _STATE:
+        _STATE["profiler"] = KernelProfiler(req.ctx.device, running=False)
+    prof = _STATE["profiler"]
+    if not prof.available:
+        return P.LibKernelsReply(profiler=prof.status, rows=())
+    b = _baseline(req.ctx)
+    _flags(req.ctx)
+    timer = _timer(req.ctx.device)
+    timer.calibrate()
+    inputs = _inputs(req.ctx, b.module, 1, 0)
+    b.thread.run(forward, b.model, inputs, _fwd_seed(req.ctx, 1))  # warm: lazy inits stay out of the window
+    prof.begin()
+    for k in range(3):
+        timer.timed_call(lambda: b.thread.run(forward, b.model, inputs, _fwd_seed(req.ctx, 1)), 50.0)
+    att = attribute(prof.end())
+    rows = tuple(P.KernelRow(name=n[:300], inside_us=a / 3, count=max(1, c // 3), outside_us=o / 3)
+                 for n, (a, c, o) in att.rows.items() if a > 0)
+    return P.LibKernelsReply(profiler=prof.status, rows=rows)
+
+
+def handle(req: Any) -> Any:
+    if isinstance(req, P.Ping):
+        return P.OkReply()
+    if isinstance(req, P.Drop):
+        for k in req.keep_ids:
+            _KEPT.pop(k, None)
+        return P.OkReply()
+    handler = {P.Compare: compare, P.LibSample: lib_sample, P.Verify: verify, P.GenBatch: gen_batch,
+               P.LibBatch: lib_batch, P.LibKernels: lib_kernels}[type(req)]
+    return handler(req)
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    return "out of memory" in f"{type(exc).__name__}: {exc}".lower() or "OutOfMemoryError" in type(exc).__name__
+
+
+def _free_memory() -> None:
+    """After an out-of-memory: drop every cache so the next request starts from nothing."""
+    _REF_CACHE.clear()
+    _KEPT.clear()
+    while _CTX:
+        _, b = _CTX.popitem()
+        b.thread.stop()
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def _warm_up() -> None:
     """Pay torch's import and the CUDA context at start-up, not inside the first candidate's check."""
     import torch
 
+    torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", "1") or 1)))
+    import harness.execute.handoff  # noqa: F401
     import harness.execute.inputs  # noqa: F401
     import harness.problems.loader  # noqa: F401
     import harness.score.correctness  # noqa: F401
@@ -147,6 +395,9 @@ def _warm_up() -> None:
 
 
 def main() -> int:
+    from harness.execute.lifeline import watch_parent
+
+    watch_parent()
     out = sys.stdout
     sys.stdout = sys.stderr  # anything printed by problem code must not corrupt the protocol
     _warm_up()
@@ -154,15 +405,17 @@ def main() -> int:
         if not line.strip():
             continue
         try:
-            reply = handle(json.loads(line))
+            reply = handle(P.decode(json.loads(line), P.CHECKER_REQUESTS))
         except Exception as exc:  # noqa: BLE001
-            reply = {"ok": False, "status": "HARNESS_ERROR", "detail": f"{type(exc).__name__}: {exc}",
-                     "traceback_tail": traceback.format_exc()[-3000:]}
-        out.write(json.dumps(reply) + "\n")
+            oom = _out_of_memory(exc)
+            if oom:
+                _free_memory()
+            reply = P.ErrorReply(status="HARNESS_ERROR", detail=f"{type(exc).__name__}: {str(exc)[:2000]}",
+                                 traceback_tail=traceback.format_exc()[-3000:], out_of_memory=oom)
+        out.write(json.dumps(P.encode(reply)) + "\n")
         out.flush()
     return 0
 
 
 if __name__ == "__main__":
     sys.exit(main())
-

@@ -1,12 +1,17 @@
 """Runtime guards installed in the worker *before* candidate code is imported.
 
+Everything here runs in the candidate's process, so what it counts is a
+claim (the parent's trusted checks decide; see harness.execute.protocol):
+
 * Launch counters: every Triton launch (compiled or interpreted) and every
-  TileLang kernel call increments a counter. A forward that launched none of
-  the candidate's own DSL kernels is not a DSL kernel (``REWARD_HACK``:
-  "no kernel launched"), whatever its numbers.
-* Library interception: a ``TorchDispatchMode`` records every aten op a
-  forward dispatches; if one of the problem's ``library_aten`` ops appears,
-  the candidate fell back to the library it claims to replace.
+  TileLang kernel call increments a counter, and the kernels' names are kept
+  (the profiler's kernel table is matched against them). On the CPU path,
+  where no profiler sees kernels, a forward that launched none of the
+  candidate's own DSL kernels is not a DSL kernel.
+* Library interception (CPU path): a ``TorchDispatchMode`` records the aten
+  ops a forward dispatches; one of the problem's ``library_aten`` ops there
+  means the candidate fell back to the library it claims to replace. On a
+  GPU the profiler's kernel attribution does this job instead.
 * TileLang lowering on a machine without a GPU: ``tilelang.compile`` is
   replaced by a function that lowers the kernel to CUDA source for an explicit
   target (default sm_90a) and returns a stub that raises
@@ -21,6 +26,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Any
 
@@ -56,6 +62,8 @@ class LaunchCounter:
         self.triton = 0
         self.tilelang = 0
         self.lowered_sources: list[str] = []
+        self.names: set[str] = set()
+        """Names of the DSL kernels launched (Triton function names, TileLang ``__global__`` names)."""
 
     @property
     def total(self) -> int:
@@ -70,6 +78,7 @@ COUNTER = LaunchCounter()
 
 
 _INSTALLED: set[str] = set()
+_GLOBAL_FN = re.compile(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\(")
 
 
 def install_triton_counter() -> bool:
@@ -105,6 +114,9 @@ def install_triton_counter() -> bool:
                 return kernel
             if not kwargs.get("warmup", False):
                 COUNTER.triton += 1
+                name = getattr(self, "__name__", None) or getattr(getattr(self, "fn", None), "__name__", None)
+                if isinstance(name, str) and len(COUNTER.names) < 256:
+                    COUNTER.names.add(name)
             return _orig(self, *args, **kwargs)
 
         cls.run = run
@@ -149,9 +161,16 @@ def install_tilelang_hooks(execute: bool, target: dict | None = None) -> bool:
         return False
     if execute:
         orig_call = JITKernel.__call__
+        seen: dict[int, tuple[str, ...]] = {}
 
         def call(self, *args, **kwargs):
             COUNTER.tilelang += 1
+            if id(self) not in seen:
+                try:
+                    seen[id(self)] = tuple(_GLOBAL_FN.findall(self.get_kernel_source() or ""))
+                except Exception:  # noqa: BLE001 - no source: the count still stands
+                    seen[id(self)] = ()
+                COUNTER.names.update(seen[id(self)][:16])
             return orig_call(self, *args, **kwargs)
 
         JITKernel.__call__ = call

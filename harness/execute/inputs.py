@@ -46,7 +46,12 @@ def _transform(x: Any, mode: str, round_idx: int) -> Any:
 
 
 def make_inputs(module: Any, dtype: str, device: str, seed: int, round_idx: int, input_transform: str) -> list:
-    """Inputs for one round: ``get_inputs()`` under ``seed`` on ``device``, transformed and cast."""
+    """Inputs for one call: ``get_inputs()`` under ``seed`` on ``device``, transformed and cast.
+
+    ``round_idx`` picks the transform (``ROUND_TRANSFORMS[round_idx % 5]``): the
+    parent chooses it per call, so timed calls draw from the same family of
+    inputs as checked ones and their values tell the candidate nothing.
+    """
     import torch
 
     tdtype = getattr(torch, dtype)
@@ -65,14 +70,19 @@ def make_inputs(module: Any, dtype: str, device: str, seed: int, round_idx: int,
     return out
 
 
-def make_reference_model(module: Any, dtype: str, device: str, seed: int) -> Any:
-    """The problem's ``Model`` with seeded weights, cast to ``dtype`` on ``device``, in eval mode."""
+def make_reference_model(module: Any, dtype: str, device: str, seed: int, mode: str = "eval") -> Any:
+    """The problem's ``Model`` with seeded weights, cast to ``dtype`` on ``device``, in ``mode``.
+
+    ``mode`` is ``eval`` or ``train`` (KernelBench's evaluator leaves models in
+    training mode: BatchNorm then normalises with batch statistics).
+    """
     import torch
 
     torch.manual_seed(seed)
     with torch.device(device):
         model = module.Model(*module.get_init_inputs())
-    return model.to(device=device, dtype=getattr(torch, dtype)).eval()
+    model = model.to(device=device, dtype=getattr(torch, dtype))
+    return model.train() if mode == "train" else model.eval()
 
 
 def copy_matching_state(src: Any, dst: Any) -> list[str]:
@@ -100,3 +110,18 @@ def flatten_outputs(out: Any) -> list:
     if isinstance(out, (tuple, list)):
         return list(out)
     return [out]
+
+
+def poison_allocator(device: str, nbytes: int) -> None:
+    """Fill the caching allocator's free blocks with NaN, so an output a kernel never wrote reads as NaN.
+
+    Done before every call on both sides (the worker's forward and the
+    checker's library), so the two calls see the same allocator state.
+    """
+    import torch
+
+    if not device.startswith("cuda") or nbytes <= 0:
+        return
+    t = torch.empty(nbytes // 2 + 1024, dtype=torch.float16, device=device)
+    t.fill_(float("nan"))
+    del t

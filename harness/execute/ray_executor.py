@@ -1,15 +1,16 @@
 """Run the candidates of one evaluation as Ray tasks, possibly on many machines.
 
-The driver (the process that called :func:`harness.pipeline.evaluate`) does
-everything it does in a local run -- discovery, static scans, resume
-bookkeeping, writing ``results.jsonl`` -- and hands each remaining candidate to
-:func:`run_on_ray`, which turns it into one Ray task::
+The same shape as :class:`harness.execute.local.LocalExecutor`: build a
+:class:`RayExecutor`, :meth:`RayExecutor.run` tasks, :meth:`RayExecutor.close`.
+The driver (the process that planned the run) does everything it does in a
+local run -- discovery, static scans, resume bookkeeping, writing
+``results.jsonl`` -- and each task becomes one Ray task::
 
     driver                                   node (one Ray worker process per task)
     ------                                   --------------------------------------
-    read candidate + problem source  ──────> write them to a task folder
-    RayTask (frozen, picklable)              rebuild Candidate/Problem on those copies
-                                             start a Checker for this task's device
+    candidate bytes (as scanned) + problem   write them to a task folder
+    RayTask (frozen, picklable)       ─────> rebuild Candidate/Problem on those copies
+                                             a checker pool and a device context for this task
     ray.wait: as each task finishes  <────── Session(...).run() -> records as dicts
     emit() -> results.jsonl (driver only)
 
@@ -63,10 +64,12 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from harness.candidates.discover import Candidate
-from harness.execute.runner import RunOptions
-from harness.execute.scheduler import DeviceUnhealthy
+from harness.execute.options import RunOptions
+from harness.execute.scheduler import DeviceUnhealthy, ScheduleReport
+from harness.execute.task import Task
 from harness.problems.loader import Problem, Workload
 from harness.records import EnvSnapshot, ErrorInfo, JobResult, Status
+from harness.results.ids import static_record
 
 DEFAULT_MAX_RETRIES = 2
 """Times Ray re-runs a task whose worker process or node died (not a candidate's own crash)."""
@@ -85,7 +88,7 @@ class RayTask:
     candidate: Candidate
     """As discovered on the driver; its ``path`` is a driver path and is replaced on the node."""
     candidate_source: bytes
-    """The candidate file's bytes; their sha256 must equal ``candidate.sha256``."""
+    """The candidate's bytes as scanned on the driver; their sha256 must equal ``candidate.sha256``."""
     problem: Problem
     """As loaded on the driver (``--set`` overrides included); ``path`` is replaced on the node."""
     problem_source: bytes
@@ -93,6 +96,7 @@ class RayTask:
     workloads: tuple[Workload, ...]
     diagnostics: tuple[dict, ...]
     """Static findings from the driver's scan, copied into every record."""
+    mode: str
     options: RunOptions
     env: EnvSnapshot
     """The driver's snapshot: job ids (and so ``--resume``) depend on it."""
@@ -143,9 +147,12 @@ def run_task(task: RayTask) -> list[dict]:
     DeviceUnhealthy when the GPU fails its health probe after a crash (the
     Session's RuntimeError; the driver then stops the run, as a local run does).
     """
+    from harness.execute.checker_client import CheckerPool
     from harness.execute.gate import DeviceGate
-    from harness.execute.runner import Checker, Session
-    from harness.pipeline import screen_for
+    from harness.execute.memory import DeviceMemory, device_capacity
+    from harness.execute.session import RetryAlone, Session
+    from harness.execute.task import DeviceContext
+    from harness.score.gates import screen
 
     gpu: int | str | None = None
     if task.options.device == "cuda":
@@ -160,26 +167,43 @@ def run_task(task: RayTask) -> list[dict]:
     base = Path(task.options.scratch_root) if task.options.scratch_root else Path(tempfile.gettempdir())
     base.mkdir(parents=True, exist_ok=True)
     task_dir = Path(tempfile.mkdtemp(prefix=f"kg-ray-{task.run_id[:8]}-{task.candidate.sha256[:12]}-", dir=base))
-    checker = None
+    checkers = None
     try:
         c, p = task.candidate, task.problem
-        cand = dataclasses.replace(c, path=_write(task_dir / "candidate", c.path.name, task.candidate_source,
-                                                  c.sha256, "candidate"))
+        _write(task_dir / "candidate", c.path.name, task.candidate_source, c.sha256, "candidate")
+        cand = dataclasses.replace(c, path=task_dir / "candidate" / c.path.name)
         prob = dataclasses.replace(p, path=_write(task_dir / "problem", p.path.name, task.problem_source,
                                                   p.source_sha256, "problem"))
         opts = dataclasses.replace(task.options, scratch_root=task_dir / "scratch", jobs=1,
                                    gpus=(gpu,) if gpu is not None else task.options.gpus)
-        checker = Checker(opts.device, gpu, task_dir / "checker")
-        sess = Session(cand, prob, list(task.workloads), opts, task.env, task.run_id, checker, DeviceGate(1), gpu,
-                       task.diagnostics, screen_for(prob, task.ceilings, task.thresholds))
+        checkers = CheckerPool(opts.device, gpu, task_dir / "checker", threads=opts.cpu_threads)
+
+        def screen_for(problem: Any):
+            if not task.ceilings:
+                return None
+            return lambda w, kt, lt: screen(category=problem.category, dtype=w.dtype, allow_tf32=w.allow_tf32,
+                                            flops=w.flops, min_bytes=w.min_bytes, kernel=kt, library=lt,
+                                            ceilings=task.ceilings, thresholds=task.thresholds,
+                                            read_bytes=getattr(w, "read_bytes", None),
+                                            write_bytes=getattr(w, "write_bytes", None))
+
+        dev = DeviceContext(opts=opts, env=task.env, run_id=task.run_id, gpu=gpu if isinstance(gpu, int) else None,
+                            checkers=checkers, gate=DeviceGate(1),
+                            memory=DeviceMemory(device_capacity(gpu if isinstance(gpu, int) else 0)
+                                                if opts.device == "cuda" else None, opts.memory_margin),
+                            screen_for=screen_for)
+        one = Task(candidate=cand, problem=prob, workloads=task.workloads, diagnostics=task.diagnostics,
+                   source=task.candidate_source, mode=task.mode, alone=True)
         try:
-            records = sess.run()
+            records = Session(one, dev).run()
+        except RetryAlone as exc:  # a task has its GPU alone already: the failure stands as the candidate's
+            raise NodeSetupError(f"the candidate failed alone on its GPU: {exc}") from None
         except DeviceUnhealthy as exc:
             raise DeviceUnhealthy(f"node {socket.gethostname()}: {exc}") from None
         return [r.to_dict() for r in records]
     finally:
-        if checker is not None:
-            checker.close()
+        if checkers is not None:
+            checkers.close()
         if not task.options.keep_scratch:
             shutil.rmtree(task_dir, ignore_errors=True)
 
@@ -199,93 +223,110 @@ def _failure(exc: BaseException, max_retries: int) -> ErrorInfo:
                      str(exc)[-TRACEBACK_TAIL_CHARS:])
 
 
-def run_on_ray(tasks: Sequence[tuple[Candidate, Problem, list[Workload], tuple[dict, ...]]], *, options: RunOptions,
-               env: EnvSnapshot, run_id: str, emit: Callable[[JobResult], None], ceilings: dict | None = None,
-               thresholds: Any = None, address: str | None = None, progress: bool = True,
-               max_retries: int = DEFAULT_MAX_RETRIES) -> None:
-    """Run ``tasks`` (candidate, problem, workloads, diagnostics) as Ray tasks; ``emit`` every record here.
+class RayExecutor:
+    """Each task as one Ray task (one GPU, a fresh Ray worker process); the driver emits every record."""
 
-    ``address`` is passed to ``ray.init``: None connects to ``RAY_ADDRESS`` or
-    the cluster started on this machine with ``ray start``, else starts a
-    private local instance; ``"auto"`` insists on an existing cluster. If Ray
-    is already initialised in this process (a test, a notebook), that
-    connection is used and left open; otherwise it is shut down at the end.
+    def __init__(self, options: RunOptions, env: EnvSnapshot, run_id: str, *, ceilings: dict | None = None,
+                 thresholds: Any = None, address: str | None = None, progress: bool = True,
+                 max_retries: int = DEFAULT_MAX_RETRIES):
+        self.options, self.env, self.run_id = options, env, run_id
+        self.ceilings, self.thresholds, self.address = ceilings, thresholds, address
+        self.progress, self.max_retries = progress, max_retries
+        self._started_here = False
 
-    Every task ends in exactly one batch of records per workload: the
-    Session's records, or HARNESS_ERROR records built here when the task
-    could not produce them. Records are emitted in completion order, by this
-    process only. A GPU that fails its health probe on a node cancels the
-    tasks not yet finished and raises RuntimeError, as in a local run;
-    ``--resume`` continues with them. Any other error raised on a node (a
-    node that differs from the driver, a node without KernelGate installed)
-    becomes HARNESS_ERROR records for that task; note that ``--resume``
-    counts those as done (``--rerun`` evaluates them again).
-    """
-    if not tasks:
-        return
-    try:
-        import ray
-    except ModuleNotFoundError:
-        raise ModuleNotFoundError("the Ray executor needs the 'ray' package: pip install 'kernelgate[ray]'") from None
-    from harness.pipeline import _static_record
+    def run(self, tasks: Sequence[Task], emit: Callable[[Task, list[JobResult]], None], stop: Any = None) -> ScheduleReport:
+        """Run ``tasks`` on the cluster; ``emit(task, records)`` once per task, in completion order.
 
-    def fail(task, error: ErrorInfo) -> None:
-        cand, prob, wls, diags = task
-        for w in wls:
-            emit(_static_record(cand, prob, w, Status.HARNESS_ERROR, error, env, run_id, diags))
+        ``address`` is passed to ``ray.init``: None connects to ``RAY_ADDRESS`` or
+        the cluster started on this machine with ``ray start``, else starts a
+        private local instance; ``"auto"`` insists on an existing cluster. If Ray
+        is already initialised in this process (a test, a notebook), that
+        connection is used and left open; otherwise it is shut down at close.
 
-    started_here = not ray.is_initialized()
-    if started_here:
-        # Ray runs its workers at niceness 15 unless told otherwise, and the candidate's worker and the checker
-        # inherit it; 0 keeps timings comparable with a local run. Affects only a Ray instance started here.
-        os.environ.setdefault("RAY_worker_niceness", "0")
+        Every task ends in exactly one batch of records per workload: the
+        session's records, or HARNESS_ERROR records built here when the task
+        could not produce them. A GPU that fails its health probe on a node
+        cancels the tasks not yet finished and raises RuntimeError, as in a
+        local run; ``--resume`` continues with them. Any other error raised on
+        a node (a node that differs from the driver, a node without KernelGate
+        installed) becomes HARNESS_ERROR records for that task; ``--resume``
+        counts those as done (``--rerun`` evaluates them again).
+        """
+        report = ScheduleReport()
+        if not tasks:
+            return report
         try:
-            ray.init(address=address)
-        except ConnectionError as exc:
-            raise ConnectionError(f"cannot reach a Ray cluster at --ray-address {address!r}: {exc}. Start one "
-                                  "with 'ray start --head' (and 'ray start --address HEAD:6379' on the other "
-                                  "nodes)") from None
-    resources = {"num_gpus": 1} if options.device == "cuda" else {"num_cpus": 1}
-    remote = ray.remote(max_calls=1, max_retries=max_retries, retry_exceptions=False, **resources)(run_task)
-    pending: dict[Any, tuple] = {}
-    bar = None
-    if progress:
-        from tqdm import tqdm
+            import ray
+        except ModuleNotFoundError:
+            raise ModuleNotFoundError("the Ray executor needs the 'ray' package: pip install 'kernelgate[ray]'") from None
+        options, env, run_id = self.options, self.env, self.run_id
 
-        bar = tqdm(total=len(tasks), desc="candidates (ray)", unit="cand", dynamic_ncols=True)
-    try:
-        for task in tasks:
-            cand, prob, wls, diags = task
+        def fail(task: Task, error: ErrorInfo) -> None:
+            emit(task, [static_record(task.candidate, task.problem, w, Status.HARNESS_ERROR, error, env, run_id,
+                                      task.diagnostics, mode=task.mode, baseline=options.baseline,
+                                      base_seed=options.base_seed) for w in task.workloads])
+
+        if not ray.is_initialized():
+            self._started_here = True
+            # Ray runs its workers at niceness 15 unless told otherwise, and the candidate's worker and the
+            # checker inherit it; 0 keeps timings comparable with a local run. Affects only a Ray instance
+            # started here.
+            os.environ.setdefault("RAY_worker_niceness", "0")
             try:
-                spec = RayTask(cand, cand.path.read_bytes(), prob, prob.path.read_bytes(), tuple(wls), diags,
-                               options, env, run_id, ceilings, thresholds)
-            except OSError as exc:
-                fail(task, ErrorInfo(type(exc).__name__, f"cannot read a file to ship to Ray: {exc}"))
+                ray.init(address=self.address)
+            except ConnectionError as exc:
+                raise ConnectionError(f"cannot reach a Ray cluster at --ray-address {self.address!r}: {exc}. Start "
+                                      "one with 'ray start --head' (and 'ray start --address HEAD:6379' on the other "
+                                      "nodes)") from None
+        resources = {"num_gpus": 1} if options.device == "cuda" else {"num_cpus": 1}
+        remote = ray.remote(max_calls=1, max_retries=self.max_retries, retry_exceptions=False, **resources)(run_task)
+        pending: dict[Any, Task] = {}
+        bar = None
+        if self.progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(tasks), desc="candidates (ray)", unit="cand", dynamic_ncols=True)
+        try:
+            for task in tasks:
+                try:
+                    spec = RayTask(task.candidate, task.source, task.problem, task.problem.path.read_bytes(),
+                                   tuple(task.workloads), task.diagnostics, task.mode, options, env, run_id,
+                                   self.ceilings, self.thresholds)
+                except OSError as exc:
+                    fail(task, ErrorInfo(type(exc).__name__, f"cannot read a file to ship to Ray: {exc}"))
+                    if bar is not None:
+                        bar.update(1)
+                    continue
+                pending[remote.remote(spec)] = task
+            while pending:
+                if stop is not None and stop.is_set():
+                    break
+                (ref,), _ = ray.wait(list(pending), num_returns=1)
+                task = pending.pop(ref)
+                try:
+                    rows = ray.get(ref)
+                except ray.exceptions.RayTaskError as exc:
+                    if isinstance(exc.cause, DeviceUnhealthy):  # stop scheduling, as the local run does
+                        raise RuntimeError(str(exc.cause)) from None
+                    fail(task, _failure(exc, self.max_retries))
+                except ray.exceptions.RayError as exc:
+                    fail(task, _failure(exc, self.max_retries))
+                else:
+                    emit(task, [JobResult.from_dict(row) for row in rows])
+                report.done += 1
                 if bar is not None:
+                    bar.set_postfix_str(task.candidate.rel_path[-40:], refresh=False)
                     bar.update(1)
-                continue
-            pending[remote.remote(spec)] = task
-        while pending:
-            (ref,), _ = ray.wait(list(pending), num_returns=1)
-            task = pending.pop(ref)
-            try:
-                rows = ray.get(ref)
-            except ray.exceptions.RayTaskError as exc:
-                if isinstance(exc.cause, DeviceUnhealthy):  # stop scheduling, as the local runner does
-                    raise RuntimeError(str(exc.cause)) from None
-                fail(task, _failure(exc, max_retries))
-            except ray.exceptions.RayError as exc:
-                fail(task, _failure(exc, max_retries))
-            else:
-                for row in rows:
-                    emit(JobResult.from_dict(row))
+        finally:
+            for ref in pending:
+                ray.cancel(ref)
             if bar is not None:
-                bar.set_postfix_str(task[0].rel_path[-40:], refresh=False)
-                bar.update(1)
-    finally:
-        for ref in pending:
-            ray.cancel(ref)
-        if bar is not None:
-            bar.close()
-        if started_here:
+                bar.close()
+        return report
+
+    def close(self) -> None:
+        if self._started_here:
+            import ray
+
             ray.shutdown()
+            self._started_here = False

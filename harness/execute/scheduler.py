@@ -5,13 +5,15 @@ pinned to its device (the worker subprocess is spawned with that device
 visible), and pulls again when done. A device therefore never waits for a
 slow candidate assigned to another one (no lock-step batches, no round-robin
 assignment at submission time). Several slots per device let imports and
-compiles overlap; the per-device gate taken by :class:`Session`
+compiles overlap; the per-device gate taken by the session
 (:class:`harness.execute.gate.DeviceGate`) lets a few correctness phases share
 a device and keeps each timing phase exclusive.
 
-A device whose health probe fails after a crash is retired: its threads stop
-pulling, the other devices carry on, and when none is left the remaining
-tasks are reported as not run.
+A device whose health probe finds it *broken* after a crash is retired: its
+threads stop pulling and the other devices carry on. The last device left is
+never retired on one probe: ``recheck`` probes it again (after its neighbours
+have drained) and only a second failure retires it; then the remaining tasks
+are reported as not run.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any, Callable, Hashable, Iterable
 
 
 class DeviceUnhealthy(RuntimeError):
-    """Raised by a task runner when its device failed the post-crash health probe."""
+    """Raised by a task runner when its device failed the post-fault health probe (broken, not full)."""
 
     def __init__(self, message: str, records: list | None = None):
         super().__init__(message)
@@ -41,8 +43,13 @@ class ScheduleReport:
 
 
 def run_pull(tasks: Iterable[Any], devices: list[Hashable], slots_per_device: int,
-             run_task: Callable[[Any, Hashable], list], on_done: Callable[[Any, list], None]) -> ScheduleReport:
-    """Run every task on some device; ``on_done(task, records)`` is called under a lock, in completion order."""
+             run_task: Callable[[Any, Hashable], list], on_done: Callable[[Any, list], None],
+             recheck: Callable[[Hashable], bool] | None = None, stop: threading.Event | None = None) -> ScheduleReport:
+    """Run every task on some device; ``on_done(task, records)`` is called under a lock, in completion order.
+
+    ``recheck(device)`` (optional) re-probes a device that failed its probe when it is the last one in
+    service; True keeps it. ``stop`` (optional) ends the pulling early (an interrupted run).
+    """
     q: "queue.Queue[Any]" = queue.Queue()
     for t in tasks:
         q.put(t)
@@ -51,7 +58,7 @@ def run_pull(tasks: Iterable[Any], devices: list[Hashable], slots_per_device: in
     retired: set = set()
 
     def loop(device: Hashable) -> None:
-        while device not in retired:
+        while device not in retired and not (stop is not None and stop.is_set()):
             try:
                 task = q.get_nowait()
             except queue.Empty:
@@ -60,11 +67,15 @@ def run_pull(tasks: Iterable[Any], devices: list[Hashable], slots_per_device: in
                 records = run_task(task, device)
             except DeviceUnhealthy as exc:
                 with lock:
-                    retired.add(device)
-                    report.retired[device] = str(exc)
                     report.per_device[device] += 1
                     report.done += 1
                     on_done(task, exc.records)
+                    last = len(retired) == len(devices) - 1
+                if last and recheck is not None and recheck(device):
+                    continue
+                with lock:
+                    retired.add(device)
+                    report.retired[device] = str(exc)
                 return
             with lock:
                 report.per_device[device] += 1

@@ -1,31 +1,25 @@
 """The candidate worker: the only process that imports candidate code.
 
-Started by :mod:`harness.execute.runner` as a fresh interpreter
-(``python -m harness.execute.worker --in-fd R --out-fd W``) in the candidate's
-scratch folder, with stdin closed and stdout/stderr going to capped files.
+Started by the parent as a fresh interpreter (``python -m harness.execute.worker
+--in-fd R --out-fd W``) in the candidate's scratch folder, with stdin closed and
+stdout/stderr drained into capped buffers. The conversation is defined in
+:mod:`harness.execute.protocol`; this module carries it out.
 
-Protocol (every message after the first is HMAC-signed, see channel.py)::
+Two threads (see :mod:`harness.execute.candidate_thread`): the main thread
+holds the signed channel, the timer, the profiler, the kept outputs and the
+facts it reports; every line of candidate code (import, ``ModelNew(...)``,
+``forward``) runs on the candidate's thread. Before the import, the worker
+applies its resource limits and Landlock sandbox, installs audit hooks
+(:mod:`harness.execute.audit`) and snapshots the identity of the functions it
+relies on (:mod:`harness.execute.tamper`).
 
-    parent -> worker   job spec (first line, carries the key)
-    worker -> parent   {"event": "ready"}                 guards + timer captured
-    worker -> parent   {"event": "imported"} | {"event": "fatal", ...}
-    for each workload:
-      worker -> parent {"event": "want_device", "workload": w}
-      parent -> worker {"cmd": "go", "seed": s0}         device is ours alone
-      for each round:
-        worker -> parent {"event": "round", ...facts, "output_ipc": [descriptors] | "output_path": p}
-        parent -> worker {"cmd": "next", "seed": s1} | {"cmd": "last"} | {"cmd": "stop"}
-      parent -> worker {"cmd": "time"} | {"cmd": "skip"}
-      worker -> parent {"event": "timing", ...raw samples} | {"event": "workload_done"}
-    worker -> parent   {"event": "done"}
-
-The worker reports *facts* (exceptions, launch counts, aten ops, mutated
-inputs, new threads); the parent decides statuses. Reference outputs never
-enter this process: outputs are handed to the trusted checker (CUDA IPC
-handles, or a file: harness.execute.handoff). Round seeds
-arrive one at a time, when the round starts: candidate code that reads the
-worker's memory cannot learn the inputs of later rounds (and precompute or
-cache their answers); the run's base seed never leaves the parent.
+The worker reports *facts* and never decides a status. None of what it
+reports is believed as such: outputs are judged by the trusted checker, the
+library is timed in the checker, and the candidate's own timings are checked
+against the parent's wall clock. Reference outputs never enter this process.
+Every call's inputs are generated here from a seed the parent sends with that
+call, so candidate code that reads the worker's memory cannot learn later
+inputs; the run's base seed never leaves the parent.
 """
 
 from __future__ import annotations
@@ -35,36 +29,38 @@ import importlib.util
 import json
 import os
 import sys
+import threading
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
+from harness.execute import protocol as P
+
 MAX_TEXT = 4000
-
-
-def _error(exc: BaseException) -> dict:
-    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return {"type": type(exc).__name__, "message": str(exc)[:MAX_TEXT], "traceback_tail": tb[-MAX_TEXT:]}
+CACHE_DIRS = ("triton-cache", "tilelang-cache", "tvm-cache")
+"""Scratch sub-folders whose files are the compilers' (not candidate code) for the audit hooks."""
 
 
 def _is_cuda_error(exc: BaseException) -> bool:
     """A device fault (illegal address, launch failure) poisons the CUDA context for good."""
     text = f"{type(exc).__name__}: {exc}"
-    return "CUDA error" in text or "AcceleratorError" in text or "illegal memory access" in text
+    return ("CUDA error" in text or "AcceleratorError" in text or "illegal memory access" in text) and not _is_oom(exc)
 
 
-def _set_rlimits(spec: dict) -> None:
+def _is_oom(exc: BaseException) -> bool:
+    text = f"{type(exc).__name__}: {exc}"
+    return "OutOfMemoryError" in text or "out of memory" in text.lower()
+
+
+def _set_rlimits(settings: dict) -> None:
     """Limits that are safe with CUDA (no address-space cap: the driver maps huge ranges)."""
     import resource
 
     limits = {
         resource.RLIMIT_CORE: 0,
-        resource.RLIMIT_FSIZE: int(spec.get("max_file_bytes", 8 << 30)),
-        resource.RLIMIT_NOFILE: int(spec.get("max_open_files", 4096)),
+        resource.RLIMIT_FSIZE: int(settings.get("max_file_bytes", 8 << 30)),
+        resource.RLIMIT_NOFILE: int(settings.get("max_open_files", 4096)),
     }
-    if spec.get("cpu_seconds"):
-        limits[resource.RLIMIT_CPU] = int(spec["cpu_seconds"])
     for res, value in limits.items():
         soft, hard = resource.getrlimit(res)
         new_hard = value if hard == resource.RLIM_INFINITY else min(value, hard)
@@ -92,7 +88,7 @@ def _children() -> set[int]:
     return out
 
 
-def _import_candidate(path: Path) -> Any:
+def _import_candidate(path: str) -> Any:
     spec = importlib.util.spec_from_file_location("candidate", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules["candidate"] = module
@@ -100,220 +96,306 @@ def _import_candidate(path: Path) -> Any:
     return module
 
 
-def _poison(device: str, nbytes: int) -> None:
-    """Fill the caching allocator's free blocks with NaN so unwritten outputs read as NaN."""
+def _build_model(cand: Any, module: Any, dtype: str, device: str, seed: int, mode: str, ref_model: Any) -> Any:
+    """``ModelNew(*get_init_inputs())`` with the reference's weights, on the candidate's thread."""
     import torch
 
-    if not device.startswith("cuda") or nbytes <= 0:
-        return
-    t = torch.empty(nbytes // 2 + 1024, dtype=torch.float16, device=device)
-    t.fill_(float("nan"))
-    del t
+    from harness.execute.inputs import copy_matching_state
+
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = cand.ModelNew(*module.get_init_inputs())
+    model = model.to(device=device, dtype=getattr(torch, dtype))
+    model = model.train() if mode == "train" else model.eval()
+    copy_matching_state(ref_model, model)
+    return model
 
 
-def run(spec: dict, chan: Any) -> None:
-    import torch
+def _recorded_forward(model: Any, inputs: list, seed: int | None, recorder: Any) -> Any:
+    """CPU path: a forward under the aten recorder (dispatch modes are per thread: entered on this one)."""
+    from harness.execute.candidate_thread import forward
 
-    from harness.execute import guards
-    from harness.execute.handoff import export_outputs
-    from harness.execute.inputs import copy_matching_state, flatten_outputs, make_inputs, make_reference_model
-    from harness.measure.timing import DeviceTimer, TimingConfig, time_alternating
-    from harness.problems.loader import load_module
+    with recorder:
+        return forward(model, inputs, seed)
 
-    device = spec["device"]
-    _warm_up(spec)  # done already in a pre-started worker (idempotent)
-    if device.startswith("cuda"):
-        frac = float(spec.get("gpu_memory_fraction") or 0)
-        if 0 < frac < 1:
-            # the caching allocator refuses to grow past this share of the GPU: one
-            # candidate cannot starve the others (or the checker) sharing the device
-            torch.cuda.set_per_process_memory_fraction(frac, 0)
-    if spec.get("dsl") == "tilelang":  # importing tilelang costs seconds: only when the candidate uses it
-        guards.install_tilelang_hooks(execute=device.startswith("cuda"))
-    tcfg = TimingConfig(**spec["timing"])
-    timer = DeviceTimer(device, tcfg.flush_bytes)
-    chan.send({"event": "ready", "sandbox": spec.get("sandbox_description", "none")})
 
-    try:
-        cand = _import_candidate(Path(spec["candidate_path"]))
-        if not hasattr(cand, "ModelNew"):
-            chan.send({"event": "fatal", "status": "INVALID_CANDIDATE",
-                       "error": {"type": "MissingModelNew", "message": "the file defines no 'ModelNew' class "
-                                 "(KernelBench convention: class ModelNew(nn.Module) with Model's constructor and forward)",
-                                 "traceback_tail": ""}})
-            return
-        if not (isinstance(cand.ModelNew, type) and issubclass(cand.ModelNew, torch.nn.Module)):
-            chan.send({"event": "fatal", "status": "INVALID_CANDIDATE",
-                       "error": {"type": "BadModelNew", "message": "ModelNew must be a subclass of torch.nn.Module",
-                                 "traceback_tail": ""}})
-            return
-    except SystemExit as exc:
-        chan.send({"event": "fatal", "status": "COMPILE_ERROR", "error": _error(exc)})
-        return
-    except BaseException as exc:  # noqa: BLE001 - any import failure is the candidate's
-        chan.send({"event": "fatal", "status": "COMPILE_ERROR", "error": _error(exc)})
-        return
-    chan.send({"event": "imported"})
+class Worker:
+    """The trusted loop of one candidate (main thread); lives only in :func:`main`'s frame."""
 
-    handoff = Path(spec["handoff_dir"])
-    for w in spec["workloads"]:
-        name, dtype = w["name"], w["dtype"]
-        torch.backends.cuda.matmul.allow_tf32 = bool(w["allow_tf32"])
-        torch.backends.cudnn.allow_tf32 = bool(w["allow_tf32"])
-        torch.set_float32_matmul_precision("high" if w["allow_tf32"] else "highest")
-        module = load_module(Path(spec["problem_path"]), w["params"])
+    def __init__(self, spec: P.Spec, chan: Any, warm: dict, sandbox: str):
+        import torch
+
+        from harness.execute import guards
+        from harness.execute.candidate_thread import CandidateThread, forward
+        from harness.execute.handoff import export_outputs
+        from harness.execute.inputs import flatten_outputs, make_inputs, make_reference_model, poison_allocator
+        from harness.execute.profiling import attribute
+        from harness.measure.timing import DeviceTimer, TimingConfig
+        from harness.problems.loader import load_module
+
+        self.spec, self.chan, self.sandbox = spec, chan, sandbox
+        self.torch, self.guards = torch, guards
+        self.device = spec.device
+        self.cuda = spec.device.startswith("cuda")
+        # everything the loop calls, captured before any candidate code exists
+        self.forward, self.export_outputs, self.flatten = forward, export_outputs, flatten_outputs
+        self.make_inputs, self.make_reference_model, self.load_module = make_inputs, make_reference_model, load_module
+        self.attribute, self.poison = attribute, poison_allocator
+        self.save, self.perf = torch.save, time.perf_counter
+        self.profiler = warm["profiler"]
+        if self.cuda:
+            frac = float(spec.gpu_memory_fraction or 0)
+            if 0 < frac < 1:
+                # the caching allocator refuses to grow past this share of the GPU: one candidate
+                # cannot starve the others (or the checker) sharing the device
+                torch.cuda.set_per_process_memory_fraction(frac, 0)
+        if spec.dsl == "tilelang":
+            guards.install_tilelang_hooks(execute=self.cuda)
+        self.timer = DeviceTimer(self.device, TimingConfig.from_dict(spec.timing).flush_bytes)
+        self.cthread = CandidateThread()
+        self.kept: dict[int, tuple] = {}
+        self.calls_in_window = 0
+        self.threads_ok = {self.cthread.ident} | {t.ident for t in threading.enumerate() if t.name == "kg-lifeline"}
+
+    # ------------------------------------------------------------------ channel
+    def send(self, msg: Any) -> None:
+        self.chan.send(P.encode(msg))
+
+    def recv(self, *expect: type) -> Any:
+        raw = self.chan.recv()
+        if raw is None:
+            raise SystemExit(0)  # the parent went away
+        return P.decode(raw, expect or None)
+
+    # ------------------------------------------------------------------ life
+    def run(self) -> None:
+        from harness.execute import audit
+        from harness.execute.tamper import TamperCheck
+
+        scratch = Path(self.spec.candidate_path).parent
+        self.audit = audit.install((str(scratch),), exempt=tuple(str(scratch / d) for d in CACHE_DIRS))
+        self.tamper = TamperCheck()
+        self.tamper.snapshot()
+        self.send(P.Ready(sandbox=self.sandbox, audit="python audit hooks (PEP 578)", profiler=self.profiler.status))
         try:
-            ref_model = make_reference_model(module, dtype, device, w["model_seed"])
-            torch.manual_seed(w["model_seed"])
-            with torch.device(device):
-                new_model = cand.ModelNew(*module.get_init_inputs())
-            new_model = new_model.to(device=device, dtype=getattr(torch, dtype)).eval()
-            copy_matching_state(ref_model, new_model)
-        except TypeError as exc:
-            chan.send({"event": "workload_fatal", "workload": name, "status": "INVALID_CANDIDATE", "error": _error(exc)})
-            continue
-        except BaseException as exc:  # noqa: BLE001
-            chan.send({"event": "workload_fatal", "workload": name, "status": "RUNTIME_ERROR", "error": _error(exc)})
-            continue
+            cand = self.cthread.run(_import_candidate, self.spec.candidate_path)
+            if not hasattr(cand, "ModelNew"):
+                return self._fatal("INVALID_CANDIDATE", "MissingModelNew", "the file defines no 'ModelNew' class "
+                                   "(KernelBench convention: class ModelNew(nn.Module) with Model's constructor and forward)")
+            if not (isinstance(cand.ModelNew, type) and issubclass(cand.ModelNew, self.torch.nn.Module)):
+                return self._fatal("INVALID_CANDIDATE", "BadModelNew", "ModelNew must be a subclass of torch.nn.Module")
+        except BaseException as exc:  # noqa: BLE001 - any import failure is the candidate's
+            self.send(P.Fatal(status="COMPILE_ERROR", error=P.error_from_exception(exc, MAX_TEXT)))
+            return
+        self.send(P.Imported(audit_blocked=self.audit.take(), patched=tuple(self.tamper.changed())))
+        for w in self.spec.workloads:
+            if self.workload(cand, w) == "stop":
+                return
+        self.recv(P.Finish)
+        self.send(P.Done())
 
-        if spec.get("precompile") and device.startswith("cuda"):
-            # Compile (Triton JIT and every autotune config, TileLang nvcc)
-            # before asking for the device, so compiles overlap with other
-            # candidates' timing. Triton launches are dry here (compile, no
-            # launch, no autotune benchmarking: guards.dry_launches), so this
-            # forward puts almost no work on the GPU; a TileLang kernel does
-            # run once (its call returns the outputs the forward goes on with).
-            # Errors here are ignored: the correctness rounds report them.
+    def _fatal(self, status: str, kind: str, message: str) -> None:
+        self.send(P.Fatal(status=status, error=P.Error(kind, message, "")))
+
+    # ------------------------------------------------------------------ one workload
+    def workload(self, cand: Any, w: P.WorkloadSpec) -> str:
+        torch, spec = self.torch, self.spec
+        torch.backends.cuda.matmul.allow_tf32 = bool(w.allow_tf32)
+        torch.backends.cudnn.allow_tf32 = bool(w.allow_tf32)
+        torch.set_float32_matmul_precision("high" if w.allow_tf32 else "highest")
+        module = self.load_module(Path(spec.problem_path), w.params)
+        try:
+            ref_model = self.make_reference_model(module, w.dtype, self.device, w.model_seed, spec.mode)
+            model = self.cthread.run(_build_model, cand, module, w.dtype, self.device, w.model_seed, spec.mode, ref_model)
+            del ref_model
+        except TypeError as exc:
+            self.send(P.WorkloadFatal(workload=w.name, status="INVALID_CANDIDATE", error=P.error_from_exception(exc)))
+            return "next"
+        except BaseException as exc:  # noqa: BLE001
+            self.send(P.WorkloadFatal(workload=w.name, status="RUNTIME_ERROR", error=P.error_from_exception(exc)))
+            return "stop" if _is_cuda_error(exc) else "next"
+        exclusive = False
+        if spec.precompile and self.cuda:
+            # Compile (Triton JIT and every autotune config, TileLang nvcc) before asking for the
+            # device, so compiles overlap other candidates' timing. Triton launches are dry here
+            # (compile, no launch, no autotune benchmarking: guards.dry_launches). Errors are left
+            # to the real calls to report.
             try:
-                warm = make_inputs(module, dtype, device, w["warm_seed"], 0, spec["input_transform"])
-                with torch.no_grad(), guards.dry_launches():
-                    new_model(*warm)
+                warm = self.make_inputs(module, w.dtype, self.device, w.warm_seed, 0, spec.input_transform)
+                with self.guards.dry_launches():
+                    self.cthread.run(self.forward, model, warm, None)
                 torch.cuda.synchronize()
                 del warm
-            except Exception as exc:  # noqa: BLE001
-                if _is_cuda_error(exc):  # the context is now unusable: report and stop
-                    chan.send({"event": "workload_fatal", "workload": name, "status": "RUNTIME_ERROR",
-                               "error": _error(exc)})
-                    return
-        # an autotuner benchmarks in the first real forward: ask for the GPU alone for that round
-        chan.send({"event": "want_device", "workload": name,
-                   "exclusive_first_round": bool(spec.get("precompile")) and guards.dry_saw_autotune()})
-        cmd = chan.recv()
-        if not cmd or cmd.get("cmd") != "go":
-            return
-        seed = int(cmd["seed"])
-
-        timing_sets: list[list] = []
-        stopped = False
-        for r in range(w["rounds"]):
-            try:
-                inputs = make_inputs(module, dtype, device, seed, r, spec["input_transform"])
-            except BaseException as exc:  # noqa: BLE001 - e.g. a CUDA error left behind by the candidate
-                chan.send({"event": "round", "workload": name, "round": r, "error": _error(exc),
-                           "error_is_cuda": _is_cuda_error(exc)})
-                return
-            if r < tcfg.input_sets:
-                timing_sets.append([x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
-            snapshot = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
-            in_bytes = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
-            facts: dict[str, Any] = {"event": "round", "workload": name, "round": r}
-            _poison(device, 2 * in_bytes)
-            threads_before = guards.live_threads()
-            children_before = _children()
-            guards.COUNTER.reset()
-            try:
-                recorder = guards.AtenRecorder()
-                t_fwd = time.perf_counter()
-                with torch.no_grad(), recorder:
-                    out = new_model(*inputs)
-                if device.startswith("cuda"):
-                    torch.cuda.synchronize()
-                facts["forward_s"] = round(time.perf_counter() - t_fwd, 4)  # diagnostics only: never scored
-                facts["aten_forbidden"] = recorder.forbidden(tuple(spec["library_aten"]))
-            except guards.LoweredOnly:
-                facts["lowered_sources"] = [s[:200_000] for s in guards.COUNTER.lowered_sources]
-                chan.send(facts)
-                stopped = True
-                break
             except BaseException as exc:  # noqa: BLE001
-                facts["error"] = _error(exc)
-                facts["error_is_cuda"] = _is_cuda_error(exc)
-                chan.send(facts)
-                if facts["error_is_cuda"]:
-                    return  # the context may be poisoned; the parent probes the GPU
-                stopped = True
-                break
-            facts["launches"] = guards.COUNTER.total
-            facts["new_threads"] = len(guards.live_threads() - threads_before)
-            facts["new_children"] = len(_children() - children_before)
-            if not spec["in_place"]:
-                facts["mutated_inputs"] = [
-                    i for i, (a, b) in enumerate(zip(inputs, snapshot))
-                    if isinstance(a, torch.Tensor) and not torch.equal(a, b)
-                ]
-            outs = flatten_outputs(out)
-            facts["output_types"] = [type(o).__module__ + "." + type(o).__qualname__ for o in outs]
-            exported = None
-            if all(type(o) is torch.Tensor for o in outs):
-                t_save = time.perf_counter()
-                if spec.get("handoff") == "ipc" and device.startswith("cuda"):
-                    exported = export_outputs(outs)  # (descriptors, tensors kept alive until the reply)
-                if exported is not None:
-                    facts["output_ipc"] = exported[0]
-                else:
-                    path = handoff / f"{name}.r{r}.pt"
-                    torch.save([o.detach().to("cpu") for o in outs], path)
-                    facts["output_path"] = str(path)
-                facts["handoff_s"] = round(time.perf_counter() - t_save, 4)
-            chan.send(facts)
-            reply = chan.recv()
-            if not reply or reply.get("cmd") not in ("next", "last"):
-                stopped = True
-                break
-            seed = int(reply.get("seed", -1))
-            del out, outs, exported
-        if stopped:
-            chan.send({"event": "workload_done", "workload": name})
-            continue
-        reply = chan.recv()
-        if not reply or reply.get("cmd") != "time":
-            chan.send({"event": "workload_done", "workload": name})
-            continue
+                if _is_cuda_error(exc):
+                    self.send(P.WorkloadFatal(workload=w.name, status="RUNTIME_ERROR",
+                                              error=P.error_from_exception(exc)))
+                    return "stop"
+            exclusive = self.guards.dry_saw_autotune()
+        self.send(P.WantDevice(workload=w.name, exclusive_first_round=exclusive))
+        self.recv(P.Go)
+        self.timer.calibrate()
+        self.profiler.window()  # a fresh window: the workload's first call starts it
+        self.calls_in_window = 0
+        fwd_seed = spec.mode == "train"
+        while True:
+            msg = self.recv(P.Call, P.Handoff, P.Batch, P.Release, P.Kernels, P.EndWorkload)
+            if isinstance(msg, P.Call):
+                for cid in msg.release:
+                    self.kept.pop(cid, None)
+                if self.call(model, module, w, msg, fwd_seed) == "stop":
+                    return "stop"
+            elif isinstance(msg, P.Handoff):
+                self.handoff(w, msg)
+            elif isinstance(msg, P.Batch):
+                if self.batch(model, module, w, msg, fwd_seed) == "stop":
+                    return "stop"
+            elif isinstance(msg, P.Release):
+                for cid in msg.call_ids:
+                    self.kept.pop(cid, None)
+            elif isinstance(msg, P.Kernels):
+                self.kernels()
+            else:
+                self.kept.clear()
+                del model
+                if self.cuda:
+                    torch.cuda.synchronize()
+                    torch.cuda.empty_cache()
+                self.profiler.window()
+                self.send(P.WorkloadDone(workload=w.name))
+                return "next"
+
+    def call(self, model: Any, module: Any, w: P.WorkloadSpec, msg: P.Call, fwd_seed: bool) -> str:
+        torch, guards, spec = self.torch, self.guards, self.spec
         try:
-            notes: list[str] = []
-            samples = time_alternating(timer, {"library": (ref_model, timing_sets), "candidate": (new_model, timing_sets)},
-                                       tcfg, notes)
-            chan.send({"event": "timing", "workload": name, "samples_ms": samples, "timer": timer.name, "notes": notes})
+            inputs = self.make_inputs(module, w.dtype, self.device, msg.seed, msg.transform, spec.input_transform)
+        except BaseException as exc:  # noqa: BLE001 - e.g. a CUDA error left behind by the candidate
+            self.send(P.CallReport(call_id=msg.call_id, ok=False, error=P.error_from_exception(exc),
+                                   cuda_error=_is_cuda_error(exc), out_of_memory=_is_oom(exc)))
+            return "stop" if _is_cuda_error(exc) else "ok"
+        in_bytes = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+        self.poison(self.device, 2 * in_bytes)
+        threads_before = guards.live_threads()
+        children_before = _children()
+        launches_before = guards.COUNTER.total
+        seed = msg.seed if fwd_seed else None
+        recorder = guards.AtenRecorder() if not self.cuda else None
+        if recorder is not None:
+            run = lambda: self.cthread.run(_recorded_forward, model, inputs, seed, recorder)  # noqa: E731
+        else:
+            run = lambda: self.cthread.run(self.forward, model, inputs, seed)  # noqa: E731
+        report: dict[str, Any] = {"call_id": msg.call_id}
+        try:
+            out, stream_ms, device_ms, enq = self.timer.timed_call(run, msg.hold_us)
+        except guards.LoweredOnly:
+            self.send(P.CallReport(call_id=msg.call_id, ok=True, launches=guards.COUNTER.total - launches_before,
+                                   lowered_sources=tuple(s[:200_000] for s in guards.COUNTER.lowered_sources)))
+            return "ok"
         except BaseException as exc:  # noqa: BLE001
-            chan.send({"event": "timing_error", "workload": name, "error": _error(exc)})
-        del ref_model, new_model, timing_sets
-        if device.startswith("cuda"):
-            torch.cuda.empty_cache()
-    chan.send({"event": "done"})
+            cuda = _is_cuda_error(exc)
+            self.send(P.CallReport(call_id=msg.call_id, ok=False, error=P.error_from_exception(exc), cuda_error=cuda,
+                                   out_of_memory=_is_oom(exc), audit_blocked=self.audit.take()))
+            return "stop" if cuda else "ok"
+        self.calls_in_window += 1
+        outs = self.flatten(out)
+        self.kept[msg.call_id] = (outs, inputs, None)
+        report.update(
+            ok=True, stream_ms=stream_ms, device_ms=device_ms, enqueue_us=enq,
+            launches=guards.COUNTER.total - launches_before, dsl_names=tuple(sorted(guards.COUNTER.names))[:64],
+            aten_ops=tuple(sorted(recorder.ops))[:256] if recorder is not None else (),
+            new_threads=len(guards.live_threads() - threads_before - self.threads_ok),
+            new_children=len(_children() - children_before),
+            output_types=tuple(type(o).__module__ + "." + type(o).__qualname__ for o in outs)[:64],
+            audit_blocked=self.audit.take(), patched=tuple(self.tamper.changed()),
+        )
+        self.send(P.CallReport(**report))
+        return "ok"
+
+    def handoff(self, w: P.WorkloadSpec, msg: P.Handoff) -> None:
+        torch = self.torch
+        entry = self.kept.get(msg.call_id)
+        if entry is None:
+            self.send(P.HandoffReport(call_id=msg.call_id, error=P.Error("UnknownCall", "no kept call with that id")))
+            return
+        outs, inputs, _ = entry
+        if not all(type(o) is torch.Tensor for o in outs):
+            self.send(P.HandoffReport(call_id=msg.call_id, error=P.Error("NotTensors", "outputs are not plain tensors")))
+            return
+        tensors_in = [x for x in inputs if isinstance(x, torch.Tensor)] if (msg.inputs and inputs is not None) else None
+        report: dict[str, Any] = {"call_id": msg.call_id}
+        keep = []
+        for part, tensors in (("output", outs), ("input", tensors_in)):
+            if tensors is None:
+                continue
+            exported = self.export_outputs(tensors) if (self.spec.handoff == "ipc" and self.cuda) else None
+            if exported is not None:
+                report[f"{part}_ipc"] = tuple(exported[0])
+                keep.append(exported[1])
+            else:
+                path = Path(self.spec.handoff_dir) / f"{w.name}.c{msg.call_id}.{part}.pt"
+                self.save([t.detach().to("cpu") for t in tensors], path)
+                report[f"{part}_path"] = str(path)
+        self.kept[msg.call_id] = (outs, inputs, keep)  # exported memory stays alive until released
+        self.send(P.HandoffReport(**report))
+
+    def batch(self, model: Any, module: Any, w: P.WorkloadSpec, msg: P.Batch, fwd_seed: bool) -> str:
+        spec = self.spec
+        n = 0
+        try:
+            for cid, seed, tr in zip(msg.call_ids, msg.seeds, msg.transforms):
+                inputs = self.make_inputs(module, w.dtype, self.device, seed, tr, spec.input_transform)
+                out = self.cthread.run(self.forward, model, inputs, seed if fwd_seed else None)
+                self.kept[cid] = (self.flatten(out), inputs, None)
+                del inputs, out
+                n += 1
+            self.timer.sync()
+        except BaseException as exc:  # noqa: BLE001
+            cuda = _is_cuda_error(exc)
+            self.send(P.BatchReport(calls=n, error=P.error_from_exception(exc), cuda_error=cuda,
+                                    out_of_memory=_is_oom(exc)))
+            return "stop" if cuda else "ok"
+        self.send(P.BatchReport(calls=n))
+        return "ok"
+
+    def kernels(self) -> None:
+        kernels = self.profiler.window()
+        att = self.attribute(kernels)
+        rows = sorted(att.rows.items(), key=lambda kv: -kv[1][0])[:200]
+        self.send(P.KernelReport(
+            profiler=self.profiler.status, markers=att.markers, calls=self.calls_in_window,
+            rows=tuple(P.KernelRow(name=n[:300], inside_us=a, count=c, outside_us=o) for n, (a, c, o) in rows),
+            dsl_names=tuple(sorted(self.guards.COUNTER.names))[:256]))
+        self.calls_in_window = 0
 
 
-def _lock_down(pre: dict) -> str:
+def _lock_down(settings: dict, problem_paths: list[str]) -> str:
     """Resource limits and the Landlock sandbox, before torch (or anything that starts threads) is imported."""
-    _set_rlimits(pre)
-    if not pre.get("sandbox", True):
+    _set_rlimits(settings)
+    if not settings.get("sandbox", True):
         return "none: disabled (--no-sandbox)"
     from harness.execute.sandbox import apply, default_policy
 
     root = Path(__file__).resolve().parents[2]
-    problems = [Path(p) for p in pre["problem_paths"]]
+    problems = [Path(p) for p in problem_paths]
     return apply(default_policy(Path.cwd(), root, problems[0], more_problems=tuple(problems[1:])))
 
 
-def _warm_up(pre: dict) -> None:
-    """What every candidate needs and no candidate decides: torch, Triton's launch counter, the CUDA context."""
+def _warm_up(settings: dict) -> dict:
+    """What every candidate needs and no candidate decides: torch, the launch counter, the CUDA context,
+    the kernel profiler (its first start is slow), and every harness module the loop uses."""
     import torch
 
-    from harness.execute import guards
+    torch.set_num_threads(max(1, int(settings.get("cpu_threads", 1))))
+    from harness.execute import audit, candidate_thread, guards, handoff, inputs, tamper  # noqa: F401
+    from harness.execute.profiling import KernelProfiler
+    from harness.measure import timing  # noqa: F401
+    from harness.problems import loader  # noqa: F401
 
     guards.install_triton_counter()
     with torch.no_grad(), guards.AtenRecorder():  # the first dispatch-mode use builds ~1.5 s of Python machinery
         torch.ones(2) + 1
-    if str(pre.get("device", "cpu")).startswith("cuda"):
+    device = str(settings.get("device", "cpu"))
+    if device.startswith("cuda"):
         torch.cuda.set_device(0)  # CUDA_VISIBLE_DEVICES pins the worker to its GPU
         torch.empty(1, device="cuda")  # create the context now (an allocation, no kernel), not on the candidate's clock
         try:  # Triton's driver helpers are a C module compiled into this worker's fresh cache: build it now
@@ -322,8 +404,9 @@ def _warm_up(pre: dict) -> None:
             driver.active.utils  # noqa: B018 - the attribute access is the work
         except Exception:  # noqa: BLE001 - no Triton, or a broken one: the candidate's import will say so
             pass
-        if pre.get("tilelang"):  # importing TileLang costs seconds
+        if settings.get("tilelang"):  # importing TileLang costs seconds
             guards.install_tilelang_hooks(execute=True)
+    return {"profiler": KernelProfiler(device)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -331,16 +414,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--in-fd", type=int, required=True)
     parser.add_argument("--out-fd", type=int, required=True)
     parser.add_argument("--prestart", metavar="JSON", help="pre-started worker: lock down and warm up with these "
-                        "settings (device, sandbox, max_file_bytes, problem_paths), then wait for the spec")
+                        "settings (device, sandbox, max_file_bytes, problem_paths, cpu_threads), then wait for the spec")
     args = parser.parse_args(argv)
 
     from harness.execute.channel import Endpoint
+    from harness.execute.lifeline import watch_parent
 
+    watch_parent()
     pre = json.loads(args.prestart) if args.prestart else None
-    sandbox = ""
+    sandbox, warm = "", None
     if pre is not None:
-        sandbox = _lock_down(pre)
-        _warm_up(pre)
+        sandbox = _lock_down(pre, pre["problem_paths"])
+        warm = _warm_up(pre)
     reader = os.fdopen(args.in_fd, "rb", buffering=0)
     line = b""
     while not line.endswith(b"\n"):
@@ -348,17 +433,19 @@ def main(argv: list[str] | None = None) -> int:
         if not chunk:
             return 3  # the parent went away (or closed the pool) before giving us a candidate
         line += chunk
-    spec = json.loads(line)
-    chan = Endpoint(reader, args.out_fd, bytes.fromhex(spec.pop("key")))  # the parent's commands follow the spec
+    spec = P.decode(json.loads(line), (P.Spec,))
+    chan = Endpoint(reader, args.out_fd, bytes.fromhex(spec.key))  # the parent's commands follow the spec
+    settings = {"device": spec.device, "sandbox": spec.sandbox, "max_file_bytes": spec.max_file_bytes,
+                "cpu_threads": spec.cpu_threads, "tilelang": spec.dsl == "tilelang"}
     if pre is None:
-        sandbox = _lock_down({**spec, "problem_paths": [spec["problem_path"]]})
-    elif spec["problem_path"] not in pre["problem_paths"] or bool(spec.get("sandbox", True)) != bool(pre.get("sandbox", True)):
-        chan.send({"event": "fatal", "status": "HARNESS_ERROR", "error": {
-            "type": "PrestartMismatch", "message": "pre-started worker was set up for other problems or sandbox "
-            "settings than its candidate's spec", "traceback_tail": ""}})
+        sandbox = _lock_down(settings, [spec.problem_path])
+        warm = _warm_up(settings)
+    elif spec.problem_path not in pre["problem_paths"] or bool(spec.sandbox) != bool(pre.get("sandbox", True)):
+        chan.send(P.encode(P.Fatal(status="HARNESS_ERROR", error=P.Error(
+            "PrestartMismatch", "pre-started worker was set up for other problems or sandbox settings than its "
+            "candidate's spec", ""))))
         return 4
-    spec["sandbox_description"] = sandbox
-    run(spec, chan)
+    Worker(spec, chan, warm, sandbox).run()
     return 0
 
 

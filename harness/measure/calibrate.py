@@ -13,8 +13,19 @@ The datasheet value is recorded beside each measurement for reference.
 
 Methods (median of ``repeats`` timed runs after warm-up)::
 
-    bandwidth = 2 * nbytes / t(dst.copy_(src))            # bytes read + written
-    peak[u]   = 2 * n^3 / t(a @ b)  for u in fp32 SIMT, TF32, fp16, bf16, fp8
+    bandwidth      = 2 * nbytes / t(dst.copy_(src))            # bytes read + written (the copy mix)
+    dram_mix       read-only   nbytes / t(src.sum())
+                   2 R : 1 W   3 * nbytes / t(add(a, b, out=c))
+                   copy        as bandwidth
+                   write-only  nbytes / t(dst.zero_())
+    peak[u]        = 2 * n^3 / t(a @ b)  for u in fp32 SIMT, TF32, fp16, bf16, fp8
+    peak[fp32_3xtf32] = 2 * n^3 / t(three TF32 products)       # fp32 accuracy on tensor cores
+
+Why the mixes: a kernel that mostly reads (a reduction, SwiGLU's two inputs
+and one output) streams faster than a copy; with the copy as its ceiling its
+utilization would exceed 1. Why 3xTF32: fp32 GEMM without TF32 can still use
+tensor cores at fp32 accuracy by splitting each operand in two TF32 parts;
+production Triton GEMMs do, and beat fp32 SIMT.
 """
 
 from __future__ import annotations
@@ -35,7 +46,9 @@ DATASHEET = {
     "H100": {"dram_bytes_per_s": 3.35e12, "fp32_simt": 67e12, "tf32": 495e12, "fp16": 990e12, "bf16": 990e12, "fp8": 1979e12},
     "A100": {"dram_bytes_per_s": 2.0e12, "fp32_simt": 19.5e12, "tf32": 156e12, "fp16": 312e12, "bf16": 312e12},
 }
-UNITS = ("fp32_simt", "tf32", "fp16", "bf16", "fp8")
+UNITS = ("fp32_simt", "tf32", "fp16", "bf16", "fp8", "fp32_3xtf32")
+METHOD_VERSION = 2
+"""2: read/write mixes and 3xTF32; a cached calibration of an older method is measured again."""
 
 
 def cache_dir() -> Path:
@@ -68,6 +81,20 @@ def _copy_time_s(torch, device: str, nbytes: int, sync, repeats: int) -> float:
     return _median_time_s(lambda: dst.copy_(src), sync, repeats)
 
 
+def _mixes(torch, device: str, nbytes: int, sync, repeats: int, copy_bw: float) -> list[dict]:
+    """Bandwidth per read fraction: read-only, 2 reads : 1 write, copy, write-only."""
+    n = nbytes // 4
+    out = [{"read_fraction": 0.5, "bytes_per_s": copy_bw}]
+    a = torch.empty(n, dtype=torch.float32, device=device).uniform_()
+    out.append({"read_fraction": 1.0, "bytes_per_s": nbytes / _median_time_s(lambda: a.sum(), sync, repeats)})
+    out.append({"read_fraction": 0.0, "bytes_per_s": nbytes / _median_time_s(lambda: a.zero_(), sync, repeats)})
+    b = torch.empty_like(a).uniform_()
+    c = torch.empty_like(a)
+    out.append({"read_fraction": 2 / 3,
+                "bytes_per_s": 3 * nbytes / _median_time_s(lambda: torch.add(a, b, out=c), sync, repeats)})
+    return sorted(out, key=lambda m: m["read_fraction"])
+
+
 def measure(device: str, quick: bool = False) -> dict:
     """Measure the ceilings on ``device`` (``cuda`` or ``cpu``) in this process."""
     import torch
@@ -80,6 +107,10 @@ def measure(device: str, quick: bool = False) -> dict:
     nbytes = (2 << 30) if cuda else (256 << 20)
     out["dram_bytes_per_s"] = 2 * nbytes / _copy_time_s(torch, device, nbytes, sync, repeats)
     out["method"]["dram"] = f"copy of {nbytes >> 20} MiB, bytes read + written, median of {repeats}"
+    out["dram_mix"] = _mixes(torch, device, nbytes, sync, repeats, out["dram_bytes_per_s"])
+    out["method"]["dram_mix"] = (f"{nbytes >> 20} MiB operands: sum (read only), add (2 read : 1 write), copy, "
+                                 f"zero_ (write only); median of {repeats}")
+    out["method_version"] = METHOD_VERSION
 
     n = 8192 if cuda else 1024
     plan = {"fp32_simt": (torch.float32, False), "tf32": (torch.float32, True), "fp16": (torch.float16, None),
@@ -98,6 +129,17 @@ def measure(device: str, quick: bool = False) -> dict:
             out["method"][unit] = f"torch.mm {nn}^3 random {str(dtype).split('.')[-1]}, median of {repeats}"
         except RuntimeError as exc:
             out["method"][unit] = f"unavailable: {exc}"
+        del a, b
+    if cuda and out["peaks_flops_per_s"].get("tf32"):
+        a = torch.randn(n, n, device=device)
+        b = torch.randn(n, n, device=device)
+        torch.backends.cuda.matmul.allow_tf32 = True
+        try:
+            t = _median_time_s(lambda: (torch.mm(a, b), torch.mm(a, b), torch.mm(a, b)), sync, repeats)
+            out["peaks_flops_per_s"]["fp32_3xtf32"] = 2 * n**3 / t
+            out["method"]["fp32_3xtf32"] = f"three TF32 torch.mm {n}^3 (3xTF32 fp32 emulation), median of {repeats}"
+        except RuntimeError as exc:
+            out["method"]["fp32_3xtf32"] = f"unavailable: {exc}"
         del a, b
     if cuda:
         torch.backends.cuda.matmul.allow_tf32 = False
@@ -130,9 +172,10 @@ def load_or_measure(env: dict, *, force: bool = False, quick: bool = False) -> d
     path = cache_dir() / f"{device_key(env)}.json"
     if path.exists() and not force:
         data = loads(path.read_bytes())
-        data["cached"] = True
-        data["cache_path"] = str(path)
-        return data
+        if data.get("method_version", 1) >= METHOD_VERSION:
+            data["cached"] = True
+            data["cache_path"] = str(path)
+            return data
     cmd = [sys.executable, "-m", "harness.measure.calibrate", "--device", env["device_kind"], "--write", str(path)]
     if quick:
         cmd.append("--quick")

@@ -1,39 +1,32 @@
-"""The timing protocol: cold cache, held launch queue, alternation, raw samples.
+"""The timing protocol of one call, shared by the worker (candidate) and the checker (library).
 
-Why each choice (in the spirit of ``triton.testing.do_bench`` and nvbench)::
+The parent alternates calls between the two processes (A B A B: drift
+cancels) and gives each call fresh inputs; each side times its own call the
+same way::
 
-    for trial in range(trials):
-        for i in range(reps):
-            for name in ("library", "candidate"):        # A B A B: drift cancels
-                flush()                                  # write > 2x L2
-                gpu_sleep(hold)                          # GPU waits while the host enqueues fn
-                start.record()
-                fn(*inputs[i % len(inputs)])             # rotate input sets: no pointer caching
-                end.record()                             # GPU time of the timed stream
-                device_synchronize()                     # ALL streams
-                tail.record(); tail.synchronize()
-                samples[name].append(start.elapsed_time(end))
+    flush()                                  # write > 2x L2: every call starts cold
+    gpu_sleep(hold)                          # GPU waits while the host enqueues the forward   <- marker
+    start.record()
+    out = fn()                               # the forward (the candidate's on its own thread)
+    end.record()                             # GPU time of the timed stream
+    gpu_sleep(1)                             # end marker for the kernel profiler               <- marker
+    device_synchronize()                     # ALL streams
+    tail.record(); tail.synchronize()        # device-wide end: work left on a side stream shows
 
-* L2 flush before every sample: a GPU-sized workload is meant to stream from
+* L2 flush before every call: a GPU-sized workload is meant to stream from
   DRAM; a warm L2 would favour whichever kernel ran last.
-* Held launch queue: after the flush, a GPU sleep kernel (``torch.cuda._sleep``,
-  calibrated in cycles per microsecond at the first timing phase) keeps the GPU
-  busy for longer than the host needs to enqueue the forward (measured during
-  warm-up, times two, at least 20 us). So the start event fires with the whole
-  forward already queued, and neither Python launch overhead nor a loaded host
-  (a dozen compiles beside the timed job) leaks into the window. Both sides
-  get the same hold. Without it, the first H200 runs saw the same kernel move
-  by up to 80% between two runs on a busy machine.
-* The window ends at an event right after ``fn`` on the timed stream, so the
-  host's wake-up latency after a synchronize is not counted either. Work left
-  running on a side stream would escape that event; the device-wide
-  synchronize and ``tail`` event catch it: if the candidate's median
-  end-to-tail gap exceeds the library's by more than 20 us and 10% of its
-  time, both sides are re-scored end-to-tail (device-wide) and a warning says
-  so. (The static scan already fails side streams; this is the runtime net.)
-* The clock objects are captured when this module is imported, which the
-  worker does before importing candidate code, so rebinding
-  ``torch.cuda.Event`` or ``time.perf_counter`` afterwards changes nothing here.
+* Held launch queue: a GPU sleep kernel (``torch.cuda._sleep``, calibrated in
+  cycles per microsecond at the first call) keeps the GPU busy longer than the
+  host needs to enqueue the forward (the caller passes twice the last measured
+  enqueue time, at least 20 us), so the start event fires with the forward
+  already queued: neither Python launch overhead nor a loaded host leaks into
+  the window. Both sides get the same treatment.
+* The two sleeps also mark the forward's kernels for the profiler
+  (:mod:`harness.execute.profiling`).
+* Everything a worker measures is the candidate's claim: the parent checks it
+  against its own wall clock over batches of calls (:mod:`harness.score.clock`).
+* The clock objects are captured when a :class:`DeviceTimer` is built, which
+  the worker does before it imports candidate code.
 * All raw samples are kept; medians and IQR are computed by the parent.
 """
 
@@ -46,44 +39,62 @@ from typing import Any, Callable
 
 _perf_counter = time.perf_counter  # captured at import, before candidate code runs
 MIN_REPS = 5
+MIN_HOLD_US = 20.0
+MAX_HOLD_US = 5_000.0
 
 
 @dataclass(frozen=True, slots=True)
 class TimingConfig:
     warmup: int = 10
+    """Calls per side before samples are kept (autotuners and caches settle)."""
     reps: int = 50
     trials: int = 3
+    """Samples per side: ``reps * trials`` (fewer for very slow calls, never below :data:`MIN_REPS`)."""
     flush_bytes: int = 256 * 1024 * 1024
-    """Bytes written before each sample; at least twice the L2 (H200: 60 MB)."""
-    input_sets: int = 3
+    """Bytes written before each call; at least twice the L2 (H200: 60 MB)."""
     budget_ms: float = 20_000.0
-    """Soft cap on one timing phase; only very slow kernels reach it (see time_alternating)."""
+    """Soft cap on one side's sampling time; only very slow kernels reach it."""
 
     @classmethod
     def for_device(cls, device: str, quick: bool = False) -> "TimingConfig":
         if device == "cpu":
             # CPU runs are functional checks of the protocol (the Triton
             # interpreter is orders of magnitude slower than a GPU): keep them short.
-            return cls(warmup=1, reps=3, trials=1, flush_bytes=8 * 1024 * 1024, input_sets=2, budget_ms=5_000.0)
+            return cls(warmup=1, reps=3, trials=1, flush_bytes=8 * 1024 * 1024, budget_ms=2_000.0)
         if quick:
             return cls(warmup=5, reps=20, trials=2, budget_ms=4_000.0)
         return cls()
 
+    @property
+    def samples(self) -> int:
+        return self.reps * self.trials
+
     def to_dict(self) -> dict:
-        return {"warmup": self.warmup, "reps": self.reps, "trials": self.trials,
-                "flush_bytes": self.flush_bytes, "input_sets": self.input_sets, "budget_ms": self.budget_ms}
+        return {"warmup": self.warmup, "reps": self.reps, "trials": self.trials, "flush_bytes": self.flush_bytes,
+                "budget_ms": self.budget_ms}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TimingConfig":
+        return cls(**{k: d[k] for k in ("warmup", "reps", "trials", "flush_bytes", "budget_ms") if k in d})
+
+
+def hold_for(enqueue_us: float | None) -> float:
+    """The launch-queue hold for the next call: twice the last host enqueue time, within [20 us, 5 ms]."""
+    if enqueue_us is None:
+        return 500.0
+    return min(max(MIN_HOLD_US, 2.0 * enqueue_us), MAX_HOLD_US)
 
 
 class DeviceTimer:
-    """Times callables on one device; built before candidate code is imported."""
+    """Times calls on one device; built before candidate code is imported."""
 
     def __init__(self, device: str, flush_bytes: int):
         import torch
 
         self.device = device
         self.is_cuda = device.startswith("cuda")
-        self.hold_cycles = 0
         self._cycles_per_us = 0.0
+        self._sleep = None
         if self.is_cuda:
             self._event = torch.cuda.Event
             self._sync = torch.cuda.synchronize
@@ -91,19 +102,23 @@ class DeviceTimer:
             self._record = torch.cuda.Event.record
             self._event_sync = torch.cuda.Event.synchronize
             self._sleep = getattr(torch.cuda, "_sleep", None)
-            # the sleep kernel is calibrated at the first timing phase, when this
-            # worker has the GPU to itself, not at start-up beside others' timing
-            self._cycles_per_us = -1.0
+            self._cycles_per_us = -1.0  # calibrated at the first call (calibrate())
         self._zero = torch.Tensor.zero_
         self._flush_buf = torch.empty(max(flush_bytes // 4, 1), dtype=torch.int32, device=device)
 
-    def _sleep_rate(self) -> float:
-        if self._cycles_per_us < 0:
-            self._cycles_per_us = self._calibrate_sleep() if self._sleep is not None else 0.0
-        return self._cycles_per_us
+    @property
+    def name(self) -> str:
+        return "cuda_event" if self.is_cuda else "host_perf_counter"
 
-    def _calibrate_sleep(self) -> float:
-        """GPU sleep cycles per microsecond (median of 5), or 0 when the sleep kernel is unusable."""
+    @property
+    def markers(self) -> bool:
+        """Whether calls carry the two sleep markers (the profiler's window split needs them)."""
+        return self.is_cuda and self._sleep is not None and self._cycles_per_us > 0
+
+    def calibrate(self) -> float:
+        """GPU sleep cycles per microsecond (median of 5); 0 when the sleep kernel is unusable."""
+        if not self.is_cuda or self._cycles_per_us >= 0:
+            return max(self._cycles_per_us, 0.0)
         try:
             rates = []
             for cycles in (1_000_000,) * 5:
@@ -114,102 +129,62 @@ class DeviceTimer:
                 self._record(b)
                 self._event_sync(b)
                 rates.append(cycles / (float(self._elapsed(a, b)) * 1e3))
-            return statistics.median(rates)
-        except Exception:  # noqa: BLE001 - no sleep kernel: plain protocol
-            return 0.0
-
-    @property
-    def name(self) -> str:
-        return "cuda_event" if self.is_cuda else "host_perf_counter"
+            self._cycles_per_us = statistics.median(rates)
+        except Exception:  # noqa: BLE001 - no sleep kernel: no hold, no markers
+            self._cycles_per_us = 0.0
+        return self._cycles_per_us
 
     def flush(self) -> None:
         self._zero(self._flush_buf)
 
-    def set_hold_us(self, hold_us: float) -> None:
-        rate = self._sleep_rate() if self.is_cuda else 0.0
-        self.hold_cycles = int(hold_us * rate) if rate > 0 else 0
-
-    def enqueue_us(self, fn: Callable, args: list) -> float:
-        """Host time to enqueue one call of ``fn`` behind a long GPU sleep (no waiting on the GPU inside)."""
-        if self.is_cuda and self._sleep_rate() > 0:
-            self._sleep(int(20_000 * self._cycles_per_us))  # 20 ms: the queue never drains meanwhile
-        t0 = _perf_counter()
-        fn(*args)
-        dt = (_perf_counter() - t0) * 1e6
-        if self.is_cuda:
-            self._sync()
-        return dt
-
-    def sample(self, fn: Callable, args: list) -> tuple[float, float]:
-        """One cold-cache sample: (stream ms, device-wide ms)."""
+    def timed_call(self, fn: Callable[[], Any], hold_us: float) -> tuple[Any, float, float, float]:
+        """(result, stream ms, device-wide ms, host enqueue us) of one cold call of ``fn``."""
         self.flush()
         if self.is_cuda:
-            if self.hold_cycles:
-                self._sleep(self.hold_cycles)
+            rate = self.calibrate()
+            if rate > 0:
+                self._sleep(max(1, int(hold_us * rate)))
             start, end, tail = (self._event(enable_timing=True) for _ in range(3))
             self._record(start)
-            fn(*args)
+            t0 = _perf_counter()
+            result = fn()
+            enq = (_perf_counter() - t0) * 1e6
             self._record(end)
+            if rate > 0:
+                self._sleep(1)
             self._sync()
             self._record(tail)
             self._event_sync(tail)
-            return float(self._elapsed(start, end)), float(self._elapsed(start, tail))
+            return result, float(self._elapsed(start, end)), float(self._elapsed(start, tail)), enq
         t0 = _perf_counter()
-        fn(*args)
-        ms = (_perf_counter() - t0) * 1e3
-        return ms, ms
+        result = fn()
+        dt = _perf_counter() - t0
+        return result, dt * 1e3, dt * 1e3, dt * 1e6
 
-    def sample_ms(self, fn: Callable, args: list) -> float:
-        return self.sample(fn, args)[0]
+    def sync(self) -> None:
+        if self.is_cuda:
+            self._sync()
 
 
 SIDE_WORK_SLACK_MS = 0.020
 
 
-def time_alternating(timer: DeviceTimer, fns: dict[str, tuple[Callable, list[list]]], cfg: TimingConfig,
-                     notes: list[str] | None = None) -> dict[str, list[float]]:
-    """Alternate the callables sample by sample; return every raw sample in ms per name.
+def choose_windows(cand_stream: list[float], cand_device: list[float], lib_stream: list[float],
+                   lib_device: list[float]) -> tuple[list[float], list[float], str]:
+    """The samples to score: stream windows, or device-wide ones when the candidate's work outlives its stream.
 
-    ``notes`` (if given) receives one line per protocol decision worth recording
-    (the launch hold, a switch to device-wide windows).
+    If the candidate's median end-to-tail gap (device-wide end minus its
+    stream's end event) exceeds the library's by more than 20 us and 10% of
+    its time, its work ran on after the timed stream's end event (a side
+    stream): both sides are scored device-wide and the returned note says so.
     """
-    import torch
-
-    stream: dict[str, list[float]] = {name: [] for name in fns}
-    device: dict[str, list[float]] = {name: [] for name in fns}
-    with torch.no_grad():
-        for name, (fn, sets) in fns.items():
-            for i in range(cfg.warmup):
-                fn(*sets[i % len(sets)])
-        if timer.is_cuda:
-            enq = [timer.enqueue_us(fn, sets[i % len(sets)]) for fn, sets in fns.values() for i in range(3)]
-            hold_us = min(max(20.0, 2.0 * max(enq)), 5_000.0)
-            timer.set_hold_us(hold_us)
-            if notes is not None:
-                notes.append(f"launch queue held {hold_us:.0f} us before each start event (host enqueue "
-                             f"max {max(enq):.0f} us)" if timer.hold_cycles else "no GPU sleep kernel: launch queue not held")
-        # Bound the phase for very slow kernels: after warm-up, one sample of
-        # each estimates the cost, and reps shrink (never below MIN_REPS) so
-        # the whole phase stays near budget_ms.
-        est = sum(timer.sample(fn, sets[0])[1] for fn, sets in fns.values())
-        reps = cfg.reps
-        if est * cfg.reps * cfg.trials > cfg.budget_ms:
-            reps = max(MIN_REPS, int(cfg.budget_ms / (est * cfg.trials)))
-        for _ in range(cfg.trials):
-            for i in range(reps):
-                for name, (fn, sets) in fns.items():
-                    s, d = timer.sample(fn, sets[i % len(sets)])
-                    stream[name].append(s)
-                    device[name].append(d)
-    if "candidate" in fns and "library" in fns and timer.is_cuda:
-        gap = {n: statistics.median(d - s for s, d in zip(stream[n], device[n])) for n in fns}
-        extra = gap["candidate"] - gap["library"]
-        if extra > max(SIDE_WORK_SLACK_MS, 0.1 * statistics.median(stream["candidate"])):
-            if notes is not None:
-                notes.append(f"work finished {extra * 1e3:.0f} us after the timed stream's end event (side stream?): "
-                             "both sides timed device-wide")
-            return device
-    return stream
+    gap_c = statistics.median(d - s for s, d in zip(cand_stream, cand_device))
+    gap_l = statistics.median(d - s for s, d in zip(lib_stream, lib_device))
+    extra = gap_c - gap_l
+    if extra > max(SIDE_WORK_SLACK_MS, 0.1 * statistics.median(cand_stream)):
+        return cand_device, lib_device, (f"work finished {extra * 1e3:.0f} us after the timed stream's end event "
+                                         "(side stream?): both sides timed device-wide")
+    return cand_stream, lib_stream, ""
 
 
 def summarize(samples_ms: list[float]) -> dict[str, Any]:

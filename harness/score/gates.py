@@ -21,8 +21,18 @@ A kernel far from the roof that is merely *near* the library (tau_lib <= E_lib
 <= 1) is still an authoring defect: it beats nothing, and the headroom is real.
 
 Which peak: GEMM and convolution use the matrix unit of the workload's dtype
-(fp16/bf16 tensor cores; TF32 only when the workload permits it, else fp32
-SIMT); other categories do their arithmetic in fp32 SIMT.
+(fp16/bf16 tensor cores; TF32 only when the workload permits it); fp32 GEMM
+and convolution without TF32 use the fastest measured method that keeps fp32
+accuracy, which on tensor-core GPUs is 3xTF32 emulation (three TF32
+products of split operands), not fp32 SIMT: a kernel that uses it is honest,
+and with a SIMT ceiling it would look faster than the floor. Other
+categories do their arithmetic in fp32 SIMT.
+
+Which bandwidth: the measured DRAM bandwidth for the workload's mix of bytes
+read and written (interpolated between the measured mixes: read-only,
+2 reads : 1 write, copy, write-only); a read-heavy kernel streams faster
+than a copy. The reward-hack gate uses the best ceilings measured (the
+fastest mix, the fastest method), so a floor it compares with is really a floor.
 """
 
 from __future__ import annotations
@@ -59,17 +69,58 @@ def compute_unit(category: str, dtype: str, allow_tf32: bool) -> str:
             return "fp16"
         if dtype == "bfloat16":
             return "bf16"
-        return "tf32" if allow_tf32 else "fp32_simt"
+        return "tf32" if allow_tf32 else "fp32_accurate"
     return "fp32_simt"
 
 
-def floor_ms(flops: int, min_bytes: int, ceilings: dict, unit: str) -> tuple[float, str]:
-    """(t_floor in ms, bound) from the measured ceilings."""
+def peak_for(unit: str, ceilings: dict) -> tuple[float | None, str]:
+    """(FLOP/s, name) of ``unit``; ``fp32_accurate`` is the faster of fp32 SIMT and 3xTF32 emulation."""
     peaks = ceilings.get("peaks_flops_per_s", {})
-    peak = peaks.get(unit) or peaks.get("fp32_simt")
-    t_mem = min_bytes / ceilings["dram_bytes_per_s"]
+    if unit == "fp32_accurate":
+        options = [(peaks[k], k) for k in ("fp32_simt", "fp32_3xtf32") if peaks.get(k)]
+        return max(options) if options else (None, "fp32_simt")
+    if peaks.get(unit):
+        return peaks[unit], unit
+    return peaks.get("fp32_simt"), "fp32_simt"
+
+
+def bandwidth_for(read_fraction: float | None, ceilings: dict) -> tuple[float, str]:
+    """(bytes/s, name) of DRAM for a mix with ``read_fraction`` of its bytes read (linear between measured mixes)."""
+    mixes = sorted((float(m["read_fraction"]), float(m["bytes_per_s"])) for m in ceilings.get("dram_mix", ()))
+    if not mixes or read_fraction is None:
+        return ceilings["dram_bytes_per_s"], "dram"
+    rf = min(1.0, max(0.0, read_fraction))
+    if rf <= mixes[0][0]:
+        return mixes[0][1], f"dram(read {rf:.0%})"
+    for (x0, y0), (x1, y1) in zip(mixes, mixes[1:]):
+        if x0 <= rf <= x1:
+            y = y0 if x1 == x0 else y0 + (y1 - y0) * (rf - x0) / (x1 - x0)
+            return y, f"dram(read {rf:.0%})"
+    return mixes[-1][1], f"dram(read {rf:.0%})"
+
+
+def best_bandwidth(ceilings: dict) -> float:
+    return max([ceilings["dram_bytes_per_s"]] + [float(m["bytes_per_s"]) for m in ceilings.get("dram_mix", ())])
+
+
+def floor_ms(flops: int, min_bytes: int, ceilings: dict, unit: str,
+             read_fraction: float | None = None) -> tuple[float, str, str]:
+    """(t_floor in ms, bound, ceiling name) from the measured ceilings."""
+    peak, peak_name = peak_for(unit, ceilings)
+    bw, bw_name = bandwidth_for(read_fraction, ceilings)
+    t_mem = min_bytes / bw
     t_cmp = flops / peak if peak and flops else 0.0
-    return (max(t_mem, t_cmp) * 1e3, "memory" if t_mem >= t_cmp else "compute")
+    if t_mem >= t_cmp:
+        return t_mem * 1e3, "memory", bw_name
+    return t_cmp * 1e3, "compute", peak_name
+
+
+def hack_floor_ms(flops: int, min_bytes: int, ceilings: dict, unit: str) -> float:
+    """The floor with the best ceilings measured (any mix, the fastest accurate method): the reward-hack gate's."""
+    peak, _ = peak_for(unit, ceilings)
+    t_mem = min_bytes / best_bandwidth(ceilings)
+    t_cmp = flops / peak if peak and flops else 0.0
+    return max(t_mem, t_cmp) * 1e3
 
 
 def classify(e_lib: float, u_roof: float, tau_lib: float, tau_roof: float) -> Verdict:
@@ -80,20 +131,24 @@ def classify(e_lib: float, u_roof: float, tau_lib: float, tau_roof: float) -> Ve
 
 
 def screen(*, category: str, dtype: str, allow_tf32: bool, flops: int, min_bytes: int, kernel: TimingStats,
-           library: TimingStats, ceilings: dict, thresholds: Thresholds = Thresholds()) -> Screening:
+           library: TimingStats, ceilings: dict, thresholds: Thresholds = Thresholds(), read_bytes: int | None = None,
+           write_bytes: int | None = None) -> Screening:
     unit = compute_unit(category, dtype, allow_tf32)
-    t_floor, bound = floor_ms(flops, min_bytes, ceilings, unit)
+    rf = read_bytes / (read_bytes + write_bytes) if read_bytes is not None and write_bytes and read_bytes + write_bytes else None
+    t_floor, bound, ceiling_name = floor_ms(flops, min_bytes, ceilings, unit, rf)
+    t_hack = hack_floor_ms(flops, min_bytes, ceilings, unit)
     tk, tl = kernel.median_ms, library.median_ms
     e_lib = tl / tk if tk > 0 else math.inf
     u_roof = t_floor / tk if tk > 0 else math.inf
     u_lib = t_floor / tl if tl > 0 else math.inf
     tau_roof = thresholds.tau_roof(bound)
     common = dict(e_lib=e_lib, u_roof=u_roof, u_roof_library=u_lib, t_floor_ms=t_floor, bound=bound,
-                  ceiling_name=unit if bound == "compute" else "dram", tau_lib=thresholds.tau_lib, tau_roof=tau_roof)
-    if u_roof > HACK_U_ROOF:
+                  ceiling_name=ceiling_name, tau_lib=thresholds.tau_lib, tau_roof=tau_roof)
+    if tk > 0 and t_hack / tk > HACK_U_ROOF:
         return Screening(**common, verdict=Verdict.REWARD_HACK, borderline=False,
-                         reason=f"kernel time {tk:.4g} ms is {u_roof:.2f}x below the physical minimum {t_floor:.4g} ms "
-                                f"({bound}-bound): results this fast are not possible on this device; audit the candidate")
+                         reason=f"kernel time {tk:.4g} ms is {t_hack / tk:.2f}x below the physical minimum {t_hack:.4g} ms "
+                                f"({bound}-bound, best measured ceilings): results this fast are not possible on this "
+                                "device; audit the candidate")
     # Noise: half the relative IQR of each timing (at least 2%). If moving E_lib
     # and U_roof within their noise can change the verdict, say so instead of
     # letting the verdict flip at random between runs.

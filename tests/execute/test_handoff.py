@@ -85,14 +85,15 @@ def test_export_sends_the_whole_handle_nul_bytes_included(monkeypatch):
 
 
 def test_checker_fails_a_tampered_descriptor_as_reward_hack():
+    from harness.execute import protocol as P
     from harness.execute.checker import handle
     from harness.problems.registry import load_registry
 
     prob = load_registry().get("gelu")
     w = [w for w in prob.workloads if w.is_smoke][0]
-    req = {"op": "compare", "problem_path": str(prob.path), "params": w.params, "dtype": w.dtype, "device": "cpu",
-           "model_seed": 1, "seed": 2, "round": 0, "input_transform": prob.input_transform, "atol": w.atol,
-           "rtol": w.rtol, "reduction_length": w.reduction_length, "allow_tf32": False,
-           "output_ipc": [_desc(nbytes=1 << 20)]}  # claims 1 MiB behind a 4x8 fp16 output
+    ctx = P.Context(problem_path=str(prob.path), params=dict(w.params), dtype=w.dtype, device="cpu", model_seed=1,
+                    input_transform=prob.input_transform, allow_tf32=False)
+    req = P.Compare(ctx=ctx, seed=2, transform=0, atol=w.atol, rtol=w.rtol, reduction_length=w.reduction_length,
+                    in_place=False, output_ipc=(_desc(nbytes=1 << 20),))  # claims 1 MiB behind a 4x8 fp16 output
     res = handle(req)
-    assert not res["ok"] and res["status"] == "REWARD_HACK" and "tampered" in res["detail"]
+    assert not res.ok and res.status == "REWARD_HACK" and "tampered" in res.detail

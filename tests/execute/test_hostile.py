@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from harness import env as envmod
-from harness.execute.runner import PROJECT_ROOT, RunOptions
+from harness.execute.options import RunOptions
+from harness.execute.process import PROJECT_ROOT
 from harness.execute.sandbox import landlock_abi
 from harness.measure.timing import TimingConfig
 from harness.pipeline import EvalRequest, evaluate
@@ -48,7 +49,7 @@ def test_each_hostile_candidate_is_contained(hostile_run):
     assert got == expected, {k: (got.get(k), v) for k, v in expected.items() if got.get(k) != v}
 
 
-@pytest.mark.parametrize("name", ["write_leaderboards", "read_parent_memory", "tcp_connect", "chdir_and_write",
+@pytest.mark.parametrize("name", ["write_leaderboards", "read_parent_memory", "chdir_and_write",
                                   "delete_project_file"])
 def test_blocked_by_the_sandbox_not_by_luck(hostile_run, name):
     _, results, _ = hostile_run
@@ -56,6 +57,12 @@ def test_blocked_by_the_sandbox_not_by_luck(hostile_run, name):
     text = f"{rec.error.type} {rec.error.message}"
     assert "Permission denied" in text or "PermissionError" in text or "Operation not permitted" in text, text
     assert rec.env.sandbox.startswith("landlock"), rec.env.sandbox
+
+
+def test_network_is_refused_by_the_audit_hooks_first(hostile_run):
+    _, results, _ = hostile_run
+    rec = next(r for r in results if r.candidate == "hostile/gelu__tcp_connect.py")
+    assert rec.evidence["mechanism"] == "audit_hook" and "socket" in rec.error.message, rec.error.message
 
 
 def test_host_is_unchanged(hostile_run):

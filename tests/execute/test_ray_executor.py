@@ -35,7 +35,7 @@ ray = pytest.importorskip("ray", reason="the Ray executor's tests need 'ray' (pi
 
 from harness import env as envmod  # noqa: E402
 from harness.execute import ray_executor  # noqa: E402
-from harness.execute.runner import RunOptions  # noqa: E402
+from harness.execute.options import RunOptions  # noqa: E402
 from harness.jsonio import read_jsonl  # noqa: E402
 from harness.measure.timing import TimingConfig  # noqa: E402
 from harness.pipeline import EvalRequest, evaluate  # noqa: E402
@@ -74,7 +74,7 @@ def _instrumented(log: Path, kill: Callable[[str, int], bool] = lambda name, att
         if kill(name, log.read_text().splitlines().count(name)):
             os._exit(1)
         if name == raise_runtime:  # this Ray worker process runs one task only, so the patch dies with it
-            from harness.execute import runner
+            from harness.execute import session as runner
             from harness.execute.scheduler import DeviceUnhealthy
 
             def probe_failed(self):

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from harness.execute import sandbox
-from harness.execute.runner import scrubbed_env
+from harness.execute.process import scrubbed_env
 
 REPO = Path(__file__).resolve().parents[2]
 ABI = sandbox.landlock_abi()

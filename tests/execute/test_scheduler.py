@@ -64,36 +64,46 @@ def test_all_devices_retired_leaves_tasks_not_run():
     assert report.retired and len(report.not_run) == 5 - report.done
 
 
-def _faulted_session(monkeypatch, healthy: bool):
-    """A Session after a TIMEOUT on 'cuda', with the probe faked (no GPU here)."""
+def _faulted_session(monkeypatch, states: list[str]):
+    """A Session after a TIMEOUT on 'cuda', with the probe faked (no GPU here): it answers ``states`` in order."""
     from types import SimpleNamespace
 
-    from harness.execute import runner
+    from harness.execute import session as session_mod
+    from harness.execute.gate import DeviceGate
+    from harness.execute.process import ProbeResult
     from harness.records import Status
 
-    from harness.execute.gate import DeviceGate
-
     calls = []
-    lock = DeviceGate(3)
+    gate = DeviceGate(3)
 
     def probe(gpu):
-        calls.append((gpu, lock.state()))
-        return healthy
+        calls.append((gpu, gate.state()))
+        return ProbeResult(states[min(len(calls), len(states)) - 1], 0.1, "")
 
-    monkeypatch.setattr(runner, "gpu_healthy", probe)
-    s = runner.Session.__new__(runner.Session)
-    s.o, s.gpu, s.lock, s.lock_held, s._probe = SimpleNamespace(device="cuda"), 1, lock, "", None
+    monkeypatch.setattr(session_mod, "gpu_probe", probe)
+    monkeypatch.setattr(session_mod.time, "sleep", lambda s: None)
+    s = session_mod.Session.__new__(session_mod.Session)
+    s.cuda, s.lock_held, s._probe = True, "", None
+    s.t = SimpleNamespace(alone=False)
+    s.dev = SimpleNamespace(gpu=1, gate=gate)
     s.results = {"w": SimpleNamespace(status=Status.TIMEOUT)}
     return s, calls
 
 
 def test_gpu_probed_after_fault_while_holding_the_device(monkeypatch):
-    s, calls = _faulted_session(monkeypatch, healthy=True)
+    s, calls = _faulted_session(monkeypatch, ["healthy"])
     s._probe_after_fault()
     assert calls == [(1, (0, True))]  # nothing else runs on the GPU while it is probed
-    assert s._probe[0] is True and s.lock_held == "exclusive"
+    assert s._probe.healthy and s.lock_held == "exclusive"
     s._release()
-    assert s.lock.state() == (0, False)
+    assert s.dev.gate.state() == (0, False)
+
+
+def test_a_full_gpu_is_probed_again_not_retired(monkeypatch):
+    """Bug it stops: a probe that failed for lack of memory retired the run's only GPU (40 candidates never ran)."""
+    s, calls = _faulted_session(monkeypatch, ["full", "full", "healthy"])
+    s._probe_after_fault()
+    assert len(calls) == 3 and s._probe.state == "healthy"
 
 
 def test_no_probe_without_fault_or_on_cpu(monkeypatch):
@@ -101,13 +111,29 @@ def test_no_probe_without_fault_or_on_cpu(monkeypatch):
 
     from harness.records import Status
 
-    s, calls = _faulted_session(monkeypatch, healthy=True)
+    s, calls = _faulted_session(monkeypatch, ["healthy"])
     s.results = {"w": SimpleNamespace(status=Status.PASSED)}
     s._probe_after_fault()
     s.results = {"w": SimpleNamespace(status=Status.CRASHED)}
-    s.o = SimpleNamespace(device="cpu")
+    s.cuda = False
     s._probe_after_fault()
     assert calls == [] and s._probe is None
+
+
+def test_the_last_device_is_rechecked_before_it_is_retired():
+    """One transient probe failure must not end a run with candidates unrun while the GPU is usable."""
+    ran = []
+
+    def run_task(task, dev):
+        ran.append(task)
+        if task == 0:
+            raise DeviceUnhealthy("probe failed once")
+        return [task]
+
+    report = run_pull(range(4), [0], 1, run_task, lambda t, r: None, recheck=lambda dev: True)
+    assert not report.retired and not report.not_run and sorted(ran) == [0, 1, 2, 3]
+    report = run_pull(range(4), [0], 1, run_task, lambda t, r: None, recheck=lambda dev: False)
+    assert report.retired and len(report.not_run) == 3
 
 
 def test_slow_compiling_candidates_are_queued_first():
@@ -122,7 +148,7 @@ def test_slow_compiling_candidates_are_queued_first():
     classes = {}
     for folder in ("triton-reference", "tilelang-reference"):
         for c in discover(root / folder)[1]:
-            classes[c.rel_path] = expected_cost_class(c)
+            classes[c.rel_path] = expected_cost_class(c.path.read_text(), c.dsl)
     assert classes["tilelang-reference/layernorm.py"] == 2
     assert classes["triton-reference/gemm_square.py"] == 1  # @triton.autotune
     assert classes["triton-reference/layernorm.py"] == 0

@@ -6,12 +6,15 @@ import time
 from pathlib import Path
 
 from harness import env as envmod
-from harness.candidates.discover import discover
-from harness.execute.gate import DeviceGate
-from harness.execute.runner import RunOptions, Session, WorkerPool
+from harness.execute.checker_client import CheckerPool
+from harness.execute.options import RunOptions
+from harness.execute.pool import Demand, WorkerPool
+from harness.execute.session import Session
 from harness.measure.timing import TimingConfig
 from harness.pipeline import EvalRequest, evaluate
 from harness.problems.registry import load_registry
+
+from _support import device_context, task_for
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mixed"
 
@@ -43,19 +46,17 @@ def test_pool_prestarts_replaces_and_cleans_up(tmp_path):
 
 def test_prestarted_worker_refuses_a_problem_it_was_not_sandboxed_for(tmp_path):
     """Bug it stops: a pool set up for other problems must not run a candidate it cannot sandbox correctly."""
-    _, cands = discover(FIXTURES)
-    cand = next(c for c in cands if c.rel_path == "mixed/gelu.py")
     reg = load_registry()
-    prob = reg.get("gelu")
     opts = RunOptions(device="cpu", timing=TimingConfig.for_device("cpu"), time_kernels=False, scratch_root=tmp_path)
     pool = WorkerPool(opts, None, tmp_path, "t", [reg.get("softmax").path], size=1)
+    checkers = CheckerPool("cpu", None, tmp_path / "checker")
     try:
         _wait_idle(pool, 1)
-        sess = Session(cand, prob, prob.select(("smoke",)), opts, envmod.snapshot("cpu"), "run", None, DeviceGate(1),
-                       None, (), None, pool=pool)
+        sess = Session(task_for(FIXTURES, "gelu.py", "gelu"), device_context(opts, checkers=checkers, pool=pool))
         (rec,) = sess.run()
     finally:
         pool.close()
+        checkers.close()
     assert rec.status.value == "HARNESS_ERROR" and "pre-started worker" in rec.error.message
 
 
@@ -80,8 +81,6 @@ def test_same_statuses_with_and_without_prestart(tmp_path):
 def test_pool_starts_no_more_workers_than_candidates_left(tmp_path):
     """Two spares per job (up to 8) would start 8 interpreters for a 1-candidate run; the
     shared demand caps the pool at the candidates still to come."""
-    from harness.execute.runner import Demand
-
     opts = RunOptions(device="cpu", sandbox=False)
     problem = load_registry().get("gelu").path
     pool = WorkerPool(opts, None, tmp_path, "d", [problem], size=4, demand=Demand(1))

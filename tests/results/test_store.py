@@ -25,11 +25,11 @@ def rec(i: int, **kw) -> JobResult:
 def test_roundtrip_keeps_nonfinite_and_samples(tmp_path):
     store = ResultStore(tmp_path)
     t = TimingStats(1.0, float("nan"), 0.9, float("inf"), (1.0, 0.9, 1.1), "host_perf_counter", True)
-    store.append(rec(1, timing=t))
+    store.append(rec(1, timing=t, library_timing=t))
     (back,) = store.load()
     assert math.isnan(back.timing.iqr_ms) and math.isinf(back.timing.mean_ms)
     assert back.timing.samples_ms == (1.0, 0.9, 1.1)
-    assert dumps(back.to_dict()) == dumps(rec(1, timing=t).to_dict())  # NaN != NaN, so compare encodings
+    assert dumps(back.to_dict()) == dumps(rec(1, timing=t, library_timing=t).to_dict())  # NaN != NaN, so compare encodings
 
 
 def test_truncated_last_line_is_reported_not_fatal(tmp_path, capsys):

@@ -20,14 +20,38 @@ def _screen(tk, tl, *, flops=0, nbytes=4_000_000_000, category="normalization", 
 
 
 def test_floor_and_bound():
-    ms, bound = floor_ms(0, 4_000_000_000, CEIL, "fp32_simt")
-    assert bound == "memory" and ms == pytest.approx(1.0)
-    ms, bound = floor_ms(7e12, 1000, CEIL, "fp16")
-    assert bound == "compute" and ms == pytest.approx(10.0)
+    ms, bound, name = floor_ms(0, 4_000_000_000, CEIL, "fp32_simt")
+    assert bound == "memory" and ms == pytest.approx(1.0) and name == "dram"
+    ms, bound, name = floor_ms(7e12, 1000, CEIL, "fp16")
+    assert bound == "compute" and ms == pytest.approx(10.0) and name == "fp16"
+
+
+MIXES = {**CEIL, "dram_mix": [{"read_fraction": 0.0, "bytes_per_s": 3.0e12}, {"read_fraction": 0.5, "bytes_per_s": 4.0e12},
+                              {"read_fraction": 1.0, "bytes_per_s": 5.0e12}],
+         "peaks_flops_per_s": {**CEIL["peaks_flops_per_s"], "fp32_3xtf32": 3 * CEIL["peaks_flops_per_s"]["fp32_simt"]}}
+
+
+def test_read_heavy_workloads_use_the_read_heavy_bandwidth():
+    """Bug it stops: a read-heavy kernel (SwiGLU: two inputs, one output) measured U_roof 1.03 against the copy."""
+    ms_copy, _, _ = floor_ms(0, 5_000_000_000, MIXES, "fp32_simt", read_fraction=0.5)
+    ms_read, _, name = floor_ms(0, 5_000_000_000, MIXES, "fp32_simt", read_fraction=0.75)
+    assert ms_read == pytest.approx(1000 * 5e9 / 4.5e12) and ms_read < ms_copy and name == "dram(read 75%)"
+
+
+def test_fp32_gemm_without_tf32_is_bounded_by_3xtf32_not_simt():
+    """Bug it stops: an fp32-accurate 3xTF32 tensor-core GEMM (a production Triton kernel) beat the SIMT ceiling."""
+    flops = 2 * 8192**3
+    simt, _, _ = floor_ms(flops, 1000, CEIL, "fp32_accurate")
+    fast, _, name = floor_ms(flops, 1000, MIXES, "fp32_accurate")
+    assert name == "fp32_3xtf32" and fast == pytest.approx(simt / 3)
+    kernel = t(simt * 0.6)  # 1.7x the SIMT peak: honest with 3xTF32, a "hack" against SIMT
+    s = screen(category="gemm", dtype="float32", allow_tf32=False, flops=flops, min_bytes=1000, kernel=kernel,
+               library=t(simt), ceilings=MIXES)
+    assert s.verdict is not Verdict.REWARD_HACK and s.ceiling_name == "fp32_3xtf32"
 
 
 def test_units_follow_precision():
-    assert compute_unit("gemm", "float32", False) == "fp32_simt"
+    assert compute_unit("gemm", "float32", False) == "fp32_accurate"
     assert compute_unit("gemm", "float32", True) == "tf32"
     assert compute_unit("convolution", "bfloat16", False) == "bf16"
     assert compute_unit("normalization", "float16", False) == "fp32_simt"

@@ -1,0 +1,75 @@
+"""The thread every piece of candidate code runs on, away from the worker's trusted loop.
+
+The worker's main thread holds what must not be rewritten: the signed
+channel, the timer, the profiler, the kept outputs and the facts it reports.
+Candidate code (its import, ``ModelNew(...)``, ``forward``) runs only on this
+thread. So the frames a candidate can walk from its own (``f_back``, a
+traceback, a generator's frame) end here, in :func:`_serve`, whose globals
+are this small module: the main thread's locals are not on that stack, and
+the routes to another thread's frames (``sys._current_frames``, ``gc``) are
+refused by the audit hooks (:mod:`harness.execute.audit`).
+
+Grad mode and dispatch modes are per thread in PyTorch: :func:`forward` turns
+off autograd on this thread, as the reference does.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Any, Callable
+
+THREAD_NAME = "kg-candidate"
+
+
+def _serve(requests: "queue.Queue", replies: "queue.Queue") -> None:
+    while True:
+        item = requests.get()
+        if item is None:
+            return
+        fn, args = item
+        try:
+            replies.put((True, fn(*args)))
+        except BaseException as exc:  # noqa: BLE001 - SystemExit/KeyboardInterrupt from candidate code too
+            replies.put((False, exc))
+
+
+class CandidateThread:
+    """Runs callables on the candidate's thread, one at a time, and waits for each."""
+
+    def __init__(self) -> None:
+        self._requests: queue.Queue = queue.Queue()
+        self._replies: queue.Queue = queue.Queue()
+        self.thread = threading.Thread(target=_serve, args=(self._requests, self._replies), name=THREAD_NAME,
+                                       daemon=True)
+        self.thread.start()
+
+    @property
+    def ident(self) -> int | None:
+        return self.thread.ident
+
+    def run(self, fn: Callable, *args: Any) -> Any:
+        """``fn(*args)`` on the candidate's thread; re-raises what it raised."""
+        self._requests.put((fn, args))
+        ok, value = self._replies.get()
+        if not ok:
+            raise value
+        return value
+
+    def stop(self) -> None:
+        self._requests.put(None)
+
+
+def forward(model: Any, inputs: list, seed: int | None) -> Any:
+    """One forward of ``model`` without autograd (run on the candidate's thread).
+
+    ``seed`` seeds torch's generator right before the forward, as the checker
+    does before the reference's: a training-mode forward that draws random
+    numbers (dropout) then draws the same ones on both sides.
+    """
+    import torch
+
+    if seed is not None:
+        torch.manual_seed(seed)
+    with torch.no_grad():
+        return model(*inputs)

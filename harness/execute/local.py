@@ -1,0 +1,93 @@
+"""The local executor: every device of this machine, its checkers, gates, memory and worker pools.
+
+Given tasks (:class:`harness.execute.task.Task`), it runs each in a
+:class:`harness.execute.session.Session` on some device (the pull
+scheduler) and hands every record to ``emit`` as tasks finish. The Ray
+executor (:mod:`harness.execute.ray_executor`) has the same shape: build it,
+:meth:`run` tasks, :meth:`close` it.
+
+Retries: a session that failed in a way its neighbours may have caused (an
+out-of-memory or a dead worker while sharing the GPU) raises
+:class:`harness.execute.session.RetryAlone`; the task is run once more with
+the device to itself, and the record of that attempt is the one kept (it
+says so). Nothing else is retried: a candidate's own crash is its status.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Callable
+
+from harness.execute.checker_client import CheckerPool
+from harness.execute.gate import DeviceGate
+from harness.execute.memory import CONTEXT_BYTES, DeviceMemory, device_capacity
+from harness.execute.options import RunOptions
+from harness.execute.pool import Demand, WorkerPool
+from harness.execute.process import gpu_probe
+from harness.execute.scheduler import ScheduleReport, run_pull
+from harness.execute.session import RetryAlone, Session
+from harness.execute.task import DeviceContext, Task
+from harness.records import EnvSnapshot, JobResult
+
+
+def _env_for(env: EnvSnapshot, gpu: int) -> EnvSnapshot:
+    """The run's environment snapshot, with this GPU's own identity and clocks."""
+    from harness import env as envmod
+
+    return dataclasses.replace(envmod.snapshot("cuda", gpu), sandbox=env.sandbox)
+
+
+class LocalExecutor:
+    """Checkers, gates, memory admission and pre-started workers for each device, alive until :meth:`close`."""
+
+    def __init__(self, opts: RunOptions, env: EnvSnapshot, run_id: str, *, problem_paths: list[Path],
+                 tilelang: bool, expected_tasks: int, screen_for: Callable[[Any], Callable | None] | None = None):
+        self.o, self.run_id = opts, run_id
+        self.gpus: list[int | None] = list(opts.gpus) if opts.device == "cuda" else [None]
+        root = Path(opts.scratch_root or "/tmp").resolve()
+        slots = max(1, opts.check_slots) if opts.device == "cuda" else 1  # on CPU the checks would share the timed cores
+        self.per_device = max(1, opts.jobs // len(self.gpus))
+        self.demand = Demand(expected_tasks)
+        pool_size = min(2 * self.per_device, 8)
+        self.devices: dict[int | None, DeviceContext] = {}
+        self.checker_dirs: list[Path] = []
+        for g in self.gpus:
+            denv = env if g in (None, self.gpus[0]) else _env_for(env, g)
+            tag = "cpu" if g is None else str(g)
+            fixed = CONTEXT_BYTES * (pool_size + slots + self.per_device)
+            memory = DeviceMemory(device_capacity(g) if opts.device == "cuda" else None, opts.memory_margin, fixed)
+            pool = (WorkerPool(opts, g, root, run_id[:8], problem_paths, pool_size, tilelang, self.demand)
+                    if opts.prestart and expected_tasks else None)
+            self.checker_dirs.append(root / f"checker-{run_id[:8]}-{tag}")
+            self.devices[g] = DeviceContext(
+                opts=opts, env=denv, run_id=run_id, gpu=g,
+                checkers=CheckerPool(opts.device, g, self.checker_dirs[-1], size=slots, threads=opts.cpu_threads),
+                gate=DeviceGate(slots), memory=memory, pool=pool, screen_for=screen_for)
+
+    def _run_one(self, task: Task, g: int | None) -> list[JobResult]:
+        try:
+            return Session(task, self.devices[g]).run()
+        except RetryAlone as exc:
+            again = dataclasses.replace(task, alone=True, attempt=task.attempt + 1, reason=exc.reason)
+            self.demand.add(1)
+            return Session(again, self.devices[g]).run()
+
+    def run(self, tasks: list[Task], emit: Callable[[Task, list[JobResult]], None], stop: Any = None) -> ScheduleReport:
+        """Run ``tasks``; ``emit(task, records)`` is called once per task, in completion order."""
+        def recheck(g: int | None) -> bool:
+            return g is None or gpu_probe(g).healthy
+
+        return run_pull(tasks, self.gpus, self.per_device, self._run_one, emit, recheck=recheck, stop=stop)
+
+    def close(self) -> None:
+        for dev in self.devices.values():
+            if dev.pool is not None:
+                dev.pool.close()
+        for dev in self.devices.values():
+            dev.checkers.close()
+        if not self.o.keep_scratch:
+            import shutil
+
+            for folder in self.checker_dirs:
+                shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,115 @@
+"""GPU memory as a scheduled resource: what a job needs, and admission that waits until it fits.
+
+Before a candidate's session runs on a device it reserves the device memory
+its job will need at peak (:func:`estimate`): the worker's and the
+checker's share for the largest of its workloads. Reservations on one device
+never exceed its capacity minus a margin (fragmentation, the CUDA contexts'
+growth); a job that does not fit waits until running jobs release theirs,
+and a job that cannot fit even alone is not run at all (``TOO_LARGE``, with
+the numbers) instead of crashing into an out-of-memory that would be blamed
+on it or its neighbours. The estimate is deliberately generous: an
+under-estimate is what lets neighbours run each other out of memory.
+
+Estimate per workload (bytes; ``E`` = element size of the dtype)::
+
+    worker  = context + flush + params + 3 x inputs          (a live set, the poison fill: 2 x inputs)
+              + kept outputs (2 calls, or a batch's: at most keep_bytes) + workspace (inputs + outputs)
+    checker = context + inputs + params + outputs            (library call, kept output)
+              + (inputs + outputs + params) x 8 / E          (the float64 reference)
+              + outputs x 2                                  (the candidate's output copied in, compare temporaries)
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+CONTEXT_BYTES = 600 << 20
+"""A CUDA context with PyTorch's and Triton's modules loaded (measured about 500 MB on the H200)."""
+FLUSH_BYTES = 256 << 20
+ELEM = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
+
+
+class TooLarge(Exception):
+    """The job needs more memory than the device has, even alone."""
+
+    def __init__(self, need: int, capacity: int):
+        super().__init__(f"the workload needs an estimated {need / 2**30:.1f} GiB of device memory (worker and "
+                         f"checker together) and the device has {capacity / 2**30:.1f} GiB usable; not run. Run it "
+                         "with smaller sizes (--set PROBLEM:NAME=VALUE) or on a larger GPU")
+        self.need, self.capacity = need, capacity
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    worker_bytes: int
+    checker_bytes: int
+
+    @property
+    def total(self) -> int:
+        return self.worker_bytes + self.checker_bytes
+
+
+def _sizes(w: Any) -> tuple[int, int, int]:
+    """(input, output, parameter) bytes of a workload; from min_bytes when the loader gave no split."""
+    ins, outs, params = (getattr(w, k, None) for k in ("input_bytes", "output_bytes", "param_bytes"))
+    if ins is None or outs is None:
+        half = max(1, int(w.min_bytes)) // 2
+        ins, outs = ins if ins is not None else half, outs if outs is not None else half
+    return int(ins), int(outs), int(params or 0)
+
+
+def estimate(w: Any, keep_bytes: int = 2 << 30) -> Estimate:
+    """Peak device bytes of one workload's job; ``keep_bytes`` bounds the outputs a batch keeps."""
+    ins, outs, params = _sizes(w)
+    e = ELEM.get(w.dtype, 4)
+    kept = max(2 * outs, min(keep_bytes, 256 * outs))
+    worker = CONTEXT_BYTES + FLUSH_BYTES + params + 3 * ins + kept + (ins + outs)
+    checker = CONTEXT_BYTES + ins + params + outs + (ins + outs + params) * 8 // e + 2 * outs
+    return Estimate(int(worker), int(checker))
+
+
+def device_capacity(gpu: int | None) -> int | None:
+    """Bytes of device memory (``KERNELGATE_FAKE_DEVICE_MEMORY_GB`` overrides, for tests), None if unknown."""
+    fake = os.environ.get("KERNELGATE_FAKE_DEVICE_MEMORY_GB")
+    if fake:
+        return int(float(fake) * 2**30)
+    from harness.env import query_gpus
+
+    for g in query_gpus():
+        if g["index"] == (gpu or 0) and g.get("memory_mib"):
+            return int(g["memory_mib"]) << 20
+    return None
+
+
+class DeviceMemory:
+    """Reservations of one device's memory; :meth:`reserve` blocks until the bytes fit."""
+
+    def __init__(self, capacity: int | None, margin: float = 0.1, fixed: int = 0):
+        self.capacity = None if capacity is None else int(capacity * (1 - margin)) - fixed
+        self._used = 0
+        self._cv = threading.Condition()
+
+    @property
+    def used(self) -> int:
+        return self._used
+
+    def reserve(self, nbytes: int) -> None:
+        """Wait until ``nbytes`` fit beside what is reserved; TooLarge if they never can."""
+        if self.capacity is None:
+            return
+        if nbytes > self.capacity:
+            raise TooLarge(nbytes, max(0, self.capacity))
+        with self._cv:
+            while self._used + nbytes > self.capacity:
+                self._cv.wait()
+            self._used += nbytes
+
+    def release(self, nbytes: int) -> None:
+        if self.capacity is None:
+            return
+        with self._cv:
+            self._used = max(0, self._used - nbytes)
+            self._cv.notify_all()

@@ -1,0 +1,123 @@
+"""Pre-started workers per device, so a candidate does not wait for an interpreter.
+
+A pre-started worker has already applied its resource limits and Landlock
+sandbox (granting read access to every problem folder of the run), installed
+its audit hooks, imported torch and Triton (and TileLang when the run has
+TileLang candidates), built Triton's driver helpers and created its CUDA
+context; it waits for one candidate's spec, serves that candidate only, and
+exits like any worker. Every worker taken is replaced at once, up to ``size``
+idle or starting. Nothing about the candidate is known to the worker before
+its spec, so the isolation guarantees are those of a freshly spawned worker.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from harness.execute.options import RunOptions
+from harness.execute.process import WorkerProc, make_scratch, spawn_worker
+
+
+class Demand:
+    """How many candidates of the run still need a worker, shared by the devices' pools: a pool
+    never keeps more workers ready than candidates are left (a small run starts no spares)."""
+
+    def __init__(self, candidates: int):
+        self._left = max(0, candidates)
+        self._lock = threading.Lock()
+
+    @property
+    def left(self) -> int:
+        return self._left
+
+    def take(self) -> None:
+        with self._lock:
+            self._left = max(0, self._left - 1)
+
+    def add(self, n: int) -> None:
+        with self._lock:
+            self._left += max(0, n)
+
+
+def prestart_settings(opts: RunOptions, problem_paths: list[Path], tilelang: bool) -> dict:
+    """What a pre-started worker is told before any candidate exists (and nothing about one)."""
+    return {"device": opts.device, "sandbox": opts.sandbox, "max_file_bytes": opts.max_file_bytes,
+            "problem_paths": sorted({str(Path(p)) for p in problem_paths}), "tilelang": tilelang,
+            "cpu_threads": opts.cpu_threads}
+
+
+class WorkerPool:
+    def __init__(self, opts: RunOptions, gpu: int | None, root: Path, tag: str, problem_paths: list[Path], size: int,
+                 tilelang: bool = False, demand: Demand | None = None):
+        self.o, self.gpu, self.root, self.tag, self.size = opts, gpu, root, tag, max(0, size)
+        self.demand = demand or Demand(1 << 30)
+        self.prestart = prestart_settings(opts, problem_paths, tilelang)
+        self._idle: list[WorkerProc] = []
+        self._starting = 0
+        self._closed = False
+        self._lock = threading.Condition()
+        for _ in range(self.size):
+            self._start_one()
+
+    def _start_one(self) -> None:
+        with self._lock:
+            if self._closed or len(self._idle) + self._starting >= min(self.size, self.demand.left):
+                return
+            self._starting += 1
+        threading.Thread(target=self._spawn, daemon=True).start()
+
+    def _spawn(self) -> None:
+        w = None
+        try:
+            w = spawn_worker(make_scratch(self.root, f"{self.tag}-pool"), self.o.device, self.gpu, self.prestart,
+                             self.o.cpu_threads)
+        except OSError:
+            pass
+        with self._lock:
+            self._starting -= 1
+            if w is not None and not self._closed:
+                self._idle.append(w)
+                w = None
+            self._lock.notify_all()
+        if w is not None:
+            w.discard()
+
+    def take(self, wait_s: float = 120.0) -> WorkerProc | None:
+        """A pre-started worker (oldest first), or None; either way a replacement starts.
+
+        When none is idle but some are starting, waits for one (up to ``wait_s``): it
+        started earlier than a worker spawned now would, so waiting is never slower.
+        """
+        self.demand.take()
+        got = None
+        deadline = time.monotonic() + wait_s
+        with self._lock:
+            while got is None and not self._closed:
+                while self._idle and got is None:
+                    w = self._idle.pop(0)
+                    if w.proc.poll() is None:
+                        got = w
+                    else:
+                        threading.Thread(target=w.discard, daemon=True).start()
+                left = deadline - time.monotonic()
+                if got is not None or self._starting == 0 or left <= 0:
+                    break
+                self._lock.wait(timeout=left)
+        self._start_one()
+        return got
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Kill every idle worker at once and reap them side by side (a worker with a CUDA
+        context can take a second or two to exit; one after the other, eight took > 9 s)."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._lock.notify_all()
+        reapers = [threading.Thread(target=w.discard, daemon=True) for w in idle]
+        for t in reapers:
+            t.start()
+        deadline = time.monotonic() + timeout_s
+        for t in reapers:
+            t.join(timeout=max(0.0, deadline - time.monotonic()))

@@ -1,0 +1,268 @@
+"""Process helpers of the parent: spawning workers and checkers, their environment, output, end.
+
+Every process the parent starts runs in its own session (process group), with
+a scrubbed environment, stdin closed and stdout/stderr drained into capped
+buffers; :func:`kill_group` ends a process with everything it started.
+Every process started here is also remembered in :data:`LIVE` until it is
+reaped, so a run that is interrupted (Ctrl-C, SIGTERM) can end them all
+(:func:`kill_all`) and leave no orphan behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+OUTPUT_CAP_BYTES = 64 * 1024
+SCRATCH_DIRS = ("tmp", "handoff", "triton-cache", "tilelang-cache", "cache", "home")
+
+LIVE: "weakref.WeakSet[subprocess.Popen]" = weakref.WeakSet()
+"""Processes started by this module and not yet reaped."""
+_LIVE_LOCK = threading.Lock()
+
+
+class CappedBuffer:
+    """Keeps the first and last ``cap/2`` bytes of a stream and counts the rest."""
+
+    def __init__(self, cap: int = OUTPUT_CAP_BYTES):
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+        self.cap = cap
+        self._lock = threading.Lock()
+
+    def feed(self, data: bytes) -> None:
+        with self._lock:
+            half = self.cap // 2
+            room = half - len(self.head)
+            if room > 0:
+                self.head += data[:room]
+                data = data[room:]
+            if data:
+                self.tail += data
+                if len(self.tail) > half:
+                    self.dropped += len(self.tail) - half
+                    del self.tail[: len(self.tail) - half]
+
+    def text(self) -> str:
+        with self._lock:
+            mid = f"\n... [{self.dropped} bytes dropped] ...\n" if self.dropped else ""
+            return self.head.decode(errors="replace") + mid + self.tail.decode(errors="replace")
+
+
+def drain(stream: Any, buf: CappedBuffer) -> None:
+    for chunk in iter(lambda: stream.read(65536), b""):
+        buf.feed(chunk)
+
+
+def scrubbed_env(scratch: Path, device: str, gpu: int | None, threads: int = 1) -> dict[str, str]:
+    """The whole environment of a worker or checker: nothing of the parent's leaks through.
+
+    Home, caches and temporary files point into ``scratch``, so libraries that
+    write to ``~/.cache`` or ``~/.triton`` (production kernel libraries do, at
+    their first call) write inside the sandbox's writable folder.
+    """
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(scratch / "home"),
+        "TMPDIR": str(scratch / "tmp"),
+        "PYTHONPATH": str(PROJECT_ROOT),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONHASHSEED": "0",
+        "TRITON_CACHE_DIR": str(scratch / "triton-cache"),
+        "TRITON_HOME": str(scratch / "home"),
+        "TILELANG_CACHE_DIR": str(scratch / "tilelang-cache"),
+        "TVM_FFI_CACHE_DIR": str(scratch / "tvm-cache"),
+        "XDG_CACHE_HOME": str(scratch / "cache"),
+        "TORCHINDUCTOR_CACHE_DIR": str(scratch / "cache" / "inductor"),
+        "OMP_NUM_THREADS": str(max(1, threads)),
+        "MKL_NUM_THREADS": str(max(1, threads)),
+        "LANG": "C.UTF-8",
+    }
+    for passthrough in ("LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",
+                        "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
+                        "KERNELGATE_CHECKER_CACHE_MB", "KERNELGATE_FAKE_DEVICE_MEMORY_GB"):
+        if passthrough in os.environ:
+            env[passthrough] = os.environ[passthrough]
+    extra_path = os.environ.get("KERNELGATE_EXTRA_PYTHONPATH") or os.environ.get("PYTHONPATH")
+    if extra_path:
+        env["PYTHONPATH"] += os.pathsep + extra_path
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    else:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu if gpu is not None else 0)
+    return env
+
+
+def make_scratch(root: Path, tag: str) -> Path:
+    """A fresh scratch folder (home, TMPDIR, compiler caches, output hand-off) for one process."""
+    scratch = Path(root) / f"kg-{tag}-{secrets.token_hex(3)}"
+    for sub in SCRATCH_DIRS:
+        (scratch / sub).mkdir(parents=True, exist_ok=True)
+    return scratch
+
+
+def popen(argv: list[str], **kwargs: Any) -> subprocess.Popen:
+    """``subprocess.Popen`` in a new session, remembered in :data:`LIVE` until reaped."""
+    proc = subprocess.Popen(argv, start_new_session=True, **kwargs)
+    with _LIVE_LOCK:
+        LIVE.add(proc)
+    return proc
+
+
+def wait_briefly(proc: subprocess.Popen) -> int | None:
+    """The exit code, after at most 30 s (then SIGKILL and another 30 s)."""
+    try:
+        code = proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        try:
+            code = proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            return None
+    with _LIVE_LOCK:
+        LIVE.discard(proc)
+    return code
+
+
+def kill_group(proc: subprocess.Popen) -> int | None:
+    """SIGKILL the process's whole group (it runs in its own session), reap it, return its exit code."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return wait_briefly(proc)
+
+
+def kill_all() -> int:
+    """Kill every process this module started that is still alive (an interrupted run); returns how many."""
+    with _LIVE_LOCK:
+        procs = list(LIVE)
+    n = 0
+    for proc in procs:
+        if proc.poll() is None:
+            n += 1
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    for proc in procs:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        with _LIVE_LOCK:
+            LIVE.discard(proc)
+    return n
+
+
+def signame(num: int) -> str:
+    try:
+        return f"{signal.Signals(num).name} ({num})"
+    except ValueError:
+        return f"signal {num}"
+
+
+@dataclass
+class WorkerProc:
+    """A spawned worker process and the parent's ends of its pipes."""
+
+    proc: subprocess.Popen
+    scratch: Path
+    p2c_w: int
+    c2p_r: int
+    out_buf: CappedBuffer
+    err_buf: CappedBuffer
+    drains: list
+    prestarted: bool = False
+
+    def close_fds(self) -> None:
+        for fd in (self.p2c_w, self.c2p_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def discard(self) -> None:
+        """Kill it and free its pipes and scratch (a pre-started worker nobody took)."""
+        kill_group(self.proc)
+        self.close_fds()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def spawn_worker(scratch: Path, device: str, gpu: int | None, prestart: dict | None = None,
+                 threads: int = 1) -> WorkerProc:
+    """Start ``python -m harness.execute.worker`` in ``scratch``: fresh interpreter, scrubbed env, own session."""
+    p2c_r, p2c_w = os.pipe()
+    c2p_r, c2p_w = os.pipe()
+    argv = [sys.executable, "-m", "harness.execute.worker", "--in-fd", str(p2c_r), "--out-fd", str(c2p_w)]
+    if prestart is not None:
+        argv += ["--prestart", json.dumps(prestart)]
+    try:
+        proc = popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                     pass_fds=(p2c_r, c2p_w), cwd=scratch, env=scrubbed_env(scratch, device, gpu, threads))
+    finally:
+        os.close(p2c_r)
+        os.close(c2p_w)
+    out_buf, err_buf = CappedBuffer(), CappedBuffer()
+    drains = [threading.Thread(target=drain, args=(proc.stdout, out_buf), daemon=True),
+              threading.Thread(target=drain, args=(proc.stderr, err_buf), daemon=True)]
+    for t in drains:
+        t.start()
+    return WorkerProc(proc, scratch, p2c_w, c2p_r, out_buf, err_buf, drains, prestarted=prestart is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    """A GPU health probe's outcome: usable, full (out of memory: neighbours may still hold it) or broken."""
+
+    state: str
+    """``healthy``, ``full`` or ``broken``."""
+    seconds: float
+    detail: str = ""
+
+    @property
+    def healthy(self) -> bool:
+        return self.state == "healthy"
+
+
+_PROBE = ("import torch\n"
+          "x = torch.ones(1024, device='cuda'); torch.cuda.synchronize()\n"
+          "assert float((x + 1).sum()) == 2048.0\n")
+
+
+def gpu_probe(gpu: int, timeout_s: float = 120.0) -> ProbeResult:
+    """A tiny probe in a fresh process: is the GPU usable after a crash, a kill or an out-of-memory?
+
+    An out-of-memory in the probe means the GPU is *full*, not broken: other
+    processes still hold its memory, and the caller retries after they end.
+    """
+    import time
+
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu)}
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run([sys.executable, "-c", _PROBE], env=env, timeout=timeout_s, capture_output=True,
+                              text=True)
+    except subprocess.TimeoutExpired:
+        return ProbeResult("broken", time.monotonic() - t0, f"the probe did not finish in {timeout_s:.0f} s")
+    dt = time.monotonic() - t0
+    if proc.returncode == 0:
+        return ProbeResult("healthy", dt)
+    err = proc.stderr[-600:]
+    full = "out of memory" in err.lower() or "cudaErrorMemoryAllocation" in err
+    return ProbeResult("full" if full else "broken", dt, err.strip().splitlines()[-1][:300] if err.strip() else "")

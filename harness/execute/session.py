@@ -1,0 +1,729 @@
+"""One candidate's evaluation: the parent's side of the conversation with its worker and the checker.
+
+Per workload (messages in :mod:`harness.execute.protocol`)::
+
+    correctness   (GPU shared with up to --check-slots others)
+        R rounds:   worker Call(seed_r, transform r)  ->  Handoff(outputs + inputs)  ->  checker Compare
+        profiler:   worker Kernels  ->  attribution against the library's kernels (checker LibKernels)
+    timing        (GPU exclusive; one checker process leased for the whole phase)
+        W + S calls, alternating  worker Call(s_i, t_i)  /  checker LibSample(s_i, t_i)    fresh inputs each
+        at secret positions:      worker Handoff  ->  checker Verify against the library's output
+        B batches per side:       checker GenBatch, checker LibBatch, worker Batch  (the parent's clock)
+                                  one call per batch chosen afterwards: Handoff -> Verify
+        profiler:   worker Kernels  ->  attribution
+    after the worker has exited: a quiet re-measurement of the library where needed (contention check)
+
+Everything the worker says is a claim; what this module scores is decided by
+:mod:`harness.score.judge`, :mod:`harness.score.clock` and
+:mod:`harness.score.attribution` from the claims and the trusted facts.
+Seeds, transforms and check positions come from a generator seeded with the
+run's secret base seed and the job: the worker learns each call's seed only
+with that call, and never which calls are checked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+import os
+import random
+import secrets
+import select
+import shutil
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.execute import protocol as P
+from harness.execute.channel import ChannelError, Endpoint, send_raw_json
+from harness.execute.checker_client import CheckerDied
+from harness.execute.inputs import ROUND_TRANSFORMS, round_seed
+from harness.execute.memory import TooLarge, estimate
+from harness.execute.options import MIN_TIMED_CHECKS
+from harness.execute.process import gpu_probe, kill_group, make_scratch, signame, spawn_worker, wait_briefly
+from harness.execute.scheduler import DeviceUnhealthy
+from harness.execute.task import DeviceContext, Task
+from harness.measure.timing import MIN_REPS, TimingConfig, choose_windows, hold_for, summarize
+from harness.records import (CorrectnessStats, ErrorInfo, JobResult, KernelAttribution, Status, TimingStats,
+                             TrustedTiming, Verification)
+from harness.results.ids import job_id, now
+from harness.score import attribution as attr
+from harness.score import judge
+from harness.score.clock import BASE_TOLERANCE, CPU_TOLERANCE, judge_clock, per_call, spread
+
+NOISY_IQR = 0.10
+QUIET_SAMPLES = 7
+BATCH_MAX_CALLS = 256
+BATCH_KEEP_BYTES = 2 << 30
+"""The worker keeps every output of a batch until the parent has chosen which to verify: at most this much."""
+
+
+class RetryAlone(Exception):
+    """The candidate failed in a way its neighbours on the GPU may have caused: run it again alone."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _Timeout(Exception):
+    pass
+
+
+class _Died(Exception):
+    pass
+
+
+class _Stop(Exception):
+    """The workload (or the candidate) is decided; the conversation for it ends here."""
+
+
+def _stats(samples: list[float], timer: str) -> TimingStats:
+    s = summarize(samples)
+    return TimingStats(s["median_ms"], s["iqr_ms"], s["min_ms"], s["mean_ms"], tuple(samples), timer, l2_flush=True)
+
+
+class Session:
+    """Runs one task in one worker process and turns facts into records."""
+
+    def __init__(self, task: Task, dev: DeviceContext):
+        self.t, self.dev, self.o = task, dev, dev.opts
+        self.c, self.p = task.candidate, task.problem
+        self.cuda = self.o.device == "cuda"
+        self.env = dev.env
+        self.results: dict[str, JobResult] = {}
+        self.lock_held = ""
+        self.reserved = 0
+        self.timed: list[tuple[Any, P.Context, float, float]] = []
+        self._clock = time.monotonic()
+        self._phases: dict[str, dict[str, float]] = {"*": {}}
+        self._rng = random.Random(hashlib.sha256(f"{self.o.base_seed}|{self.c.sha256}|{self.c.rel_path}".encode())
+                                  .digest())
+        self._probe: Any = None
+        self._shared_when_failed = False
+
+    # ------------------------------------------------------------------ records
+    def _record(self, w: Any, status: Status, *, error: dict | None = None, correctness: CorrectnessStats | None = None,
+                timing: TimingStats | None = None, library_timing: TimingStats | None = None, screening: Any = None,
+                warnings: tuple[str, ...] = (), extra_diag: tuple[dict, ...] = (), evidence: dict | None = None,
+                trusted: TrustedTiming | None = None, kernels: KernelAttribution | None = None,
+                verification: Verification | None = None) -> None:
+        if w.name in self.results:
+            return
+        err = ErrorInfo(error.get("type", "Error"), error.get("message", ""), error.get("traceback_tail", "")) \
+            if error is not None else None
+        keep_measured = status in (Status.PASSED, Status.REWARD_HACK)
+        self.results[w.name] = JobResult(
+            job_id=job_id(self.c, self.p, w, self.env, mode=self.t.mode, baseline=self.o.baseline),
+            run_id=self.dev.run_id, candidate=self.c.rel_path, candidate_sha256=self.c.sha256,
+            generator=self.c.generator, generator_version=self.c.generator_version, problem_id=self.p.id,
+            category=self.p.category, workload=w.name, dtype=w.dtype, dsl=self.c.dsl, status=status, flops=w.flops,
+            min_bytes=w.min_bytes, env=self.env, created_at=now(), error=err, correctness=correctness,
+            timing=timing if keep_measured else None, library_timing=library_timing if keep_measured else None,
+            screening=screening if keep_measured else None, diagnostics=self.t.diagnostics + extra_diag,
+            warnings=warnings, problem_version=self.p.version, allow_tf32=w.allow_tf32, base_seed=self.o.base_seed,
+            params=dict(w.params), secret=bool(getattr(w, "secret", False)), mode=self.t.mode,
+            baseline=self.o.baseline, trusted_timing=trusted if keep_measured else None,
+            kernels=kernels if keep_measured else None, verification=verification if keep_measured else None,
+            evidence=(evidence or {"mechanism": "unspecified"}) if status is Status.REWARD_HACK else None,
+            attempts=self.t.attempt,
+        )
+
+    def _fail(self, w: Any, f: judge.Failure, **kw: Any) -> None:
+        if f.retry_alone and not self.t.alone and self.cuda:
+            raise RetryAlone(f.message)
+        self._record(w, f.status, error=f.error, evidence=f.evidence or None, **kw)
+
+    def _fail_rest(self, status: Status, error: dict, evidence: dict | None = None) -> None:
+        for w in self.t.workloads:
+            self._record(w, status, error=error, evidence=evidence)
+
+    def _lap(self, key: str, phase: str) -> None:
+        t = time.monotonic()
+        self._phases.setdefault(key, {})[phase] = round(t - self._clock, 4)
+        self._clock = t
+
+    def _add(self, key: str, phase: str, seconds: object) -> None:
+        if isinstance(seconds, (int, float)) and 0 <= seconds < 1e6:
+            ph = self._phases.setdefault(key, {})
+            ph[phase] = round(ph.get(phase, 0.0) + float(seconds), 4)
+
+    # ------------------------------------------------------------------ device admission
+    def _acquire(self, mode: str) -> None:
+        if self.t.alone:
+            mode = "exclusive"
+        if self.lock_held == mode:
+            return
+        self._release()
+        (self.dev.gate.acquire_shared if mode == "shared" else self.dev.gate.acquire_exclusive)()
+        self.lock_held = mode
+
+    def _release(self) -> None:
+        held, self.lock_held = self.lock_held, ""
+        if held == "shared":
+            self.dev.gate.release_shared()
+        elif held == "exclusive":
+            self.dev.gate.release_exclusive()
+
+    # ------------------------------------------------------------------ the process
+    def run(self) -> list[JobResult]:
+        self._clock = time.monotonic()
+        need = max(estimate(w).total for w in self.t.workloads)
+        try:
+            self.dev.memory.reserve(need)
+        except TooLarge as exc:
+            self._fail_rest(Status.TOO_LARGE, {"type": "TooLarge", "message": str(exc)})
+            return [self.results[w.name] for w in self.t.workloads]
+        self.reserved = need
+        try:
+            return self._run()
+        finally:
+            self.dev.memory.release(self.reserved)
+
+    def _run(self) -> list[JobResult]:
+        worker = self.dev.pool.take() if self.dev.pool is not None else None
+        if worker is None:
+            root = Path(self.o.scratch_root or os.environ.get("TMPDIR", "/tmp")).resolve()
+            worker = spawn_worker(make_scratch(root, f"{self.dev.run_id[:8]}-{self.c.sha256[:12]}"), self.o.device,
+                                  self.dev.gpu, threads=self.o.cpu_threads)
+        cand_file = worker.scratch / self.c.path.name
+        cand_file.write_bytes(self.t.source)
+        key = secrets.token_bytes(32)
+        reader = os.fdopen(worker.c2p_r, "rb", buffering=0)
+        self.chan = Endpoint(reader, worker.p2c_w, key)
+        self.err_buf = worker.err_buf
+        retry: RetryAlone | None = None
+        try:
+            send_raw_json(worker.p2c_w, P.encode(self._spec(cand_file, worker.scratch, key)))
+            self._converse()
+        except RetryAlone as exc:
+            retry = exc
+        except _Timeout as exc:
+            kill_group(worker.proc)
+            self._fail_rest(Status.TIMEOUT, {"type": "Timeout", "message": str(exc),
+                                             "traceback_tail": self.err_buf.text()[-2000:]})
+        except (ChannelError, P.ProtocolError) as exc:
+            kill_group(worker.proc)
+            self._fail_rest(Status.REWARD_HACK, {"type": "ProtocolViolation",
+                                                 "message": f"result channel tampered: {exc}",
+                                                 "traceback_tail": self.err_buf.text()[-2000:]},
+                            {"mechanism": "channel", "detail": str(exc)[:300]})
+        except (_Died, BrokenPipeError, OSError) as exc:
+            code = wait_briefly(worker.proc)
+            how = f"killed by {signame(-code)}" if code is not None and code < 0 else f"exit code {code}"
+            if self.lock_held == "shared" and not self.t.alone and self.cuda:
+                retry = RetryAlone(f"worker ended unexpectedly ({how}) while sharing the GPU")
+            else:
+                self._fail_rest(Status.CRASHED, {"type": type(exc).__name__,
+                                                 "message": f"worker ended unexpectedly ({how}): {exc}",
+                                                 "traceback_tail": self.err_buf.text()[-3000:]})
+        except CheckerDied as exc:
+            kill_group(worker.proc)
+            self._fail_rest(Status.HARNESS_ERROR, {"type": "CheckerDied", "message": str(exc)})
+        finally:
+            kill_group(worker.proc)
+            self._probe_after_fault()
+            self._release()
+            for t in worker.drains:
+                t.join(timeout=5)
+            try:
+                reader.close()
+            except OSError:
+                pass
+            worker.close_fds()
+            if not self.o.keep_scratch:
+                shutil.rmtree(worker.scratch, ignore_errors=True)
+        if retry is not None:
+            raise retry
+        self._quiet_checks()
+        self._fail_rest(Status.HARNESS_ERROR, {"type": "NoReport", "message": "the worker reported nothing for this workload"})
+        shared = self._phases["*"]
+        records = [self.results[w.name].replace(phase_s={**shared, **self._phases.get(w.name, {})})
+                   for w in self.t.workloads]
+        if self.t.attempt > 1:
+            records = [r.replace(warnings=r.warnings + (f"run again alone (attempt {self.t.attempt}) after: "
+                                                       f"{self.t.reason}",)) for r in records]
+        if self._probe is not None:
+            note = (f"GPU {self.dev.gpu or 0} health probe after this fault: {self._probe.state} in "
+                    f"{self._probe.seconds:.1f} s" + (f" ({self._probe.detail})" if self._probe.detail else ""))
+            records = [r.replace(warnings=r.warnings + (note,)) for r in records]
+            if self._probe.state == "broken":
+                raise DeviceUnhealthy(f"GPU {self.dev.gpu} failed its health probe after {self.c.rel_path}: "
+                                      f"{self._probe.detail}", records)
+        return records
+
+    def _probe_after_fault(self) -> None:
+        """After a crash, a kill or a CUDA error: is the GPU broken, or only full? (probed with the GPU held)"""
+        faulted = any(r.status in (Status.CRASHED, Status.TIMEOUT, Status.RUNTIME_ERROR) for r in self.results.values())
+        if not faulted or not self.cuda:
+            return
+        self._acquire("exclusive")
+        probe = gpu_probe(self.dev.gpu or 0)
+        for _ in range(3):  # full: the neighbours' memory is leaving; never retire a GPU for that
+            if probe.state != "full":
+                break
+            time.sleep(5)
+            probe = gpu_probe(self.dev.gpu or 0)
+        self._probe = probe
+
+    def _spec(self, cand_file: Path, scratch: Path, key: bytes) -> P.Spec:
+        return P.Spec(
+            key=key.hex(), candidate_path=str(cand_file), problem_path=str(self.p.path), device=self.o.device,
+            handoff_dir=str(scratch / "handoff"), dsl=self.c.dsl, timing=self.o.timing.to_dict(),
+            precompile=self.o.precompile, sandbox=self.o.sandbox, max_file_bytes=self.o.max_file_bytes,
+            gpu_memory_fraction=self.o.gpu_memory_fraction, handoff=self.o.handoff, mode=self.t.mode,
+            in_place=self.p.in_place, input_transform=self.p.input_transform,
+            library_aten=tuple(self.p.library_aten), cpu_threads=self.o.cpu_threads,
+            workloads=tuple(P.WorkloadSpec(name=w.name, params=dict(w.params), dtype=w.dtype, allow_tf32=w.allow_tf32,
+                                           model_seed=round_seed(self.o.base_seed, w.name, -1),
+                                           warm_seed=round_seed(self.o.base_seed, w.name, -2))
+                            for w in self.t.workloads))
+
+    # ------------------------------------------------------------------ channel
+    def _recv(self, timeout_s: float, what: str, *expect: type) -> Any:
+        chan = self.chan
+        ready, _, _ = select.select([chan], [], [], timeout_s) if not chan.has_buffered else ([chan], [], [])
+        if not ready:
+            raise _Timeout(f"no progress for {timeout_s:.0f} s while {what}")
+        raw = chan.recv()
+        if raw is None:
+            raise _Died(f"channel closed while {what}")
+        return P.decode(raw, expect or P.WORKER_TO_PARENT)
+
+    def _send(self, msg: Any) -> None:
+        self.chan.send(P.encode(msg))
+
+    def _ctx(self, w: Any) -> P.Context:
+        return P.Context(problem_path=str(self.p.path), params=dict(w.params), dtype=w.dtype,
+                         device="cuda" if self.cuda else "cpu", model_seed=round_seed(self.o.base_seed, w.name, -1),
+                         input_transform=self.p.input_transform, allow_tf32=w.allow_tf32, mode=self.t.mode,
+                         baseline=self.o.baseline)
+
+    # ------------------------------------------------------------------ conversation
+    def _converse(self) -> None:
+        o = self.o
+        msg = self._recv(o.compile_timeout_s, "starting the worker", P.Ready, P.Fatal)
+        if isinstance(msg, P.Fatal):
+            self._fail_rest(Status(msg.status), dataclasses.asdict(msg.error))
+            return
+        self.env = dataclasses.replace(self.env, sandbox=msg.sandbox[:200])
+        self.profiler = msg.profiler
+        self._lap("*", "startup_s")
+        msg = self._recv(o.compile_timeout_s, "importing the candidate", P.Imported, P.Fatal)
+        self._lap("*", "import_s")
+        if isinstance(msg, P.Fatal):
+            self._fail_rest(Status(msg.status), dataclasses.asdict(msg.error))
+            return
+        if msg.audit_blocked or msg.patched:
+            f = judge.judge_call(P.CallReport(call_id=-1, ok=True, audit_blocked=msg.audit_blocked, patched=msg.patched),
+                                 dsl=self.c.dsl, device=o.device, library_aten=(), profiled=True)
+            self._fail_rest(f.status, f.error, f.evidence)
+            return
+        by_name = {w.name: w for w in self.t.workloads}
+        for _ in self.t.workloads:
+            msg = self._recv(o.compile_timeout_s, "building the model", P.WantDevice, P.WorkloadFatal)
+            if isinstance(msg, P.WorkloadFatal):
+                w = by_name[msg.workload]
+                if msg.error.type == "OutOfMemoryError" and self.cuda and not self.t.alone:
+                    raise RetryAlone(f"building the model ran out of GPU memory: {msg.error.message[:200]}")
+                self._record(w, Status(msg.status), error=dataclasses.asdict(msg.error))
+                continue
+            w = by_name.get(msg.workload)
+            if w is None:
+                raise P.ProtocolError(f"want_device for unknown workload {msg.workload[:60]!r}")
+            self._lap(w.name, "build_s")
+            self._acquire("exclusive" if msg.exclusive_first_round else "shared")
+            self._lap(w.name, "wait_s")
+            try:
+                self._send(P.Go(workload=w.name))
+                self._workload(w, first_exclusive=msg.exclusive_first_round)
+            except _Stop:
+                pass
+            finally:
+                self._release()
+            self._send(P.EndWorkload(workload=w.name))
+            self._recv(o.round_timeout_s, "ending the workload", P.WorkloadDone)
+        self._send(P.Finish())
+        self._recv(o.round_timeout_s, "finishing", P.Done)
+
+    # ------------------------------------------------------------------ one workload
+    def _call(self, cid: int, seed: int, transform: int, hold: float, release: tuple[int, ...] = ()) -> P.CallReport:
+        self._send(P.Call(call_id=cid, seed=seed, transform=transform, hold_us=hold, release=release))
+        r = self._recv(self.o.round_timeout_s + (self.o.compile_timeout_s if cid == 0 else 0), f"running call {cid}",
+                       P.CallReport)
+        if r.call_id != cid:
+            raise P.ProtocolError(f"call_report for call {r.call_id}, expected {cid}")
+        return r
+
+    def _handoff(self, cid: int, inputs: bool) -> P.HandoffReport:
+        self._send(P.Handoff(call_id=cid, inputs=inputs))
+        h = self._recv(self.o.round_timeout_s, f"handing off call {cid}", P.HandoffReport)
+        if h.call_id != cid:
+            raise P.ProtocolError(f"handoff_report for call {h.call_id}, expected {cid}")
+        return h
+
+    def _judge_call(self, r: P.CallReport) -> judge.Failure | None:
+        return judge.judge_call(r, dsl=self.c.dsl, device=self.o.device, library_aten=tuple(self.p.library_aten),
+                                profiled=self.profiler == "cupti")
+
+    def _workload(self, w: Any, first_exclusive: bool) -> None:
+        o, ctx = self.o, self._ctx(w)
+        rounds_passed, max_abs, max_excess, lib_excess = 0, 0.0, 0.0, 0.0
+        identical: list[float | None] = []
+        rounding: list[float | None] = []
+        hold = hold_for(None)
+        for r in range(o.rounds):
+            seed = round_seed(o.base_seed, w.name, r)
+            rep = self._call(r, seed, r, hold, release=(r - 1,) if r else ())
+            hold = hold_for(rep.enqueue_us or None)
+            if self.lock_held == "exclusive" and first_exclusive and not self.t.alone:
+                t_gate = time.monotonic()  # the autotuning round is over: share the GPU again
+                self._acquire("shared")
+                self._add(w.name, "queue_s", time.monotonic() - t_gate)
+            if rep.lowered_sources is not None and rep.ok:
+                return self._lowered(w, rep)
+            self._add(w.name, "forward_s", rep.stream_ms / 1e3 if rep.ok else None)
+            failed = self._judge_call(rep)
+            corr = lambda detail="": CorrectnessStats(r + 1, rounds_passed, max_abs, max_excess, w.atol, w.rtol,  # noqa: E731
+                                                      r if detail else None, detail)
+            if failed is not None:
+                self._lap(w.name, "correctness_s")
+                self._fail(w, failed, correctness=corr(failed.message))
+                raise _Stop
+            t_h = time.monotonic()
+            h = self._handoff(r, inputs=True)
+            self._add(w.name, "handoff_s", time.monotonic() - t_h)
+            if h.error is not None:
+                self._lap(w.name, "correctness_s")
+                self._record(w, Status.INCORRECT_DTYPE, error={"type": h.error.type, "message": h.error.message},
+                             correctness=corr(h.error.message))
+                raise _Stop
+            t_check = time.monotonic()
+            reply, waited = self.dev.checkers.request(P.Compare(
+                ctx=ctx, seed=seed, transform=r, atol=w.atol, rtol=w.rtol, reduction_length=w.reduction_length,
+                in_place=self.p.in_place, output_ipc=h.output_ipc, output_path=h.output_path, input_ipc=h.input_ipc,
+                input_path=h.input_path), ctx.key)
+            self._add(w.name, "check_s", time.monotonic() - t_check)
+            self._add(w.name, "queue_s", waited)
+            self._cleanup_files(h)
+            if isinstance(reply, P.CompareReply):
+                self._add(w.name, "reference_s", reply.ref_s)
+                if reply.max_abs_err is not None:
+                    max_abs = max(max_abs, reply.max_abs_err)
+                    max_excess = max(max_excess, reply.max_excess or 0.0)
+                    lib_excess = max(lib_excess, reply.library_max_excess or 0.0)
+                identical.append(reply.identical_fraction)
+                rounding.append(reply.library_rounding_fraction)
+            failed = judge.judge_compare(reply, r)
+            if failed is not None:
+                self._lap(w.name, "correctness_s")
+                self._fail(w, failed, correctness=corr(failed.message))
+                raise _Stop
+            rounds_passed += 1
+        self._send(P.Release(call_ids=(o.rounds - 1,)))
+        corr = CorrectnessStats(o.rounds, rounds_passed, max_abs, max_excess, w.atol, w.rtol)
+        warnings: list[str] = []
+        if lib_excess > 1.0:
+            warnings.append(f"the library's own output exceeds the tolerance by {lib_excess:.2f}x against float64; "
+                            "the tolerance was widened to 1.5x the library's error")
+        failed = judge.judge_fingerprint(identical, rounding)
+        if failed is not None:
+            self._lap(w.name, "correctness_s")
+            self._fail(w, failed, correctness=corr)
+            raise _Stop
+        kernels = self._attribution(w, ctx, o.rounds)
+        self._lap(w.name, "correctness_s")
+        if isinstance(kernels, judge.Failure):
+            self._fail(w, kernels, correctness=corr)
+            raise _Stop
+        if not o.time_kernels:
+            self._record(w, Status.PASSED, correctness=corr, warnings=tuple(warnings), kernels=kernels)
+            return
+        self._timing(w, ctx, corr, warnings, lib_excess, kernels)
+
+    def _lowered(self, w: Any, rep: P.CallReport) -> None:
+        from harness.diagnose.lint import lint_cuda_source
+
+        self._lap(w.name, "correctness_s")
+        sources = list(rep.lowered_sources or ())
+        findings = tuple(f.to_dict() for src in sources for f in lint_cuda_source(src))
+        digest = hashlib.sha256("".join(sources).encode()).hexdigest()[:16]
+        self._record(w, Status.LOWERED, warnings=(f"lowered {len(sources)} TileLang kernel(s) to CUDA source (sha256 "
+                                                  f"{digest}); not executed: no GPU",), extra_diag=findings)
+
+    def _cleanup_files(self, h: P.HandoffReport) -> None:
+        for path in (h.output_path, h.input_path):
+            if path:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+
+    # ------------------------------------------------------------------ attribution
+    def _library_kernels(self, ctx: P.Context) -> frozenset | None:
+        with self.dev.lock:
+            known = self.dev.library_kernels.get(ctx.key)
+        if known is not None:
+            return known
+        reply, _ = self.dev.checkers.request(P.LibKernels(ctx=ctx), ctx.key)
+        if isinstance(reply, P.ErrorReply) or reply.profiler != "cupti":
+            return None
+        names = frozenset(r.name for r in reply.rows)
+        with self.dev.lock:
+            self.dev.library_kernels[ctx.key] = names
+        return names
+
+    def _attribution(self, w: Any, ctx: P.Context, calls: int) -> KernelAttribution | judge.Failure | None:
+        """The profiler's table for the calls since the last window, judged; None where no profiler runs."""
+        if self.profiler != "cupti":
+            return KernelAttribution(method="launch-counter", dsl_share=None)
+        self._send(P.Kernels())
+        rep = self._recv(self.o.round_timeout_s, "reading the kernel profile", P.KernelReport)
+        failed = judge.judge_markers(rep.markers, rep.calls)
+        if failed is None and rep.calls != calls:
+            failed = judge.hack(f"the profiler window reports {rep.calls} calls, the parent made {calls}",
+                                "profiler_calls", reported=rep.calls, made=calls)
+        if failed is not None:
+            return failed
+        library = self._library_kernels(ctx) or frozenset()
+        att = attr.attribute([attr.Row(r.name, r.inside_us, r.count) for r in rep.rows], calls, set(library),
+                             set(rep.dsl_names))
+        reason = attr.fallback_reason(att)
+        if reason is not None:
+            return judge.hack(reason, "library_fallback", dsl_share=att.dsl_share,
+                              kernels=[dataclasses.asdict(k) for k in att.kernels[:6]])
+        return att
+
+    # ------------------------------------------------------------------ timing
+    def _timing(self, w: Any, ctx: P.Context, corr: CorrectnessStats, warnings: list[str], lib_excess: float,
+                kernels: KernelAttribution | None) -> None:
+        o = self.o
+        self._acquire("exclusive")  # nothing else runs on this GPU while it is timed
+        self._lap(w.name, "timing_wait_s")
+        cfg: TimingConfig = o.timing
+        with self.dev.checkers.lease(ctx.key) as checker:
+            result = self._sample(w, ctx, checker, cfg, lib_excess)
+            if isinstance(result, judge.Failure):
+                self._lap(w.name, "timing_s")
+                self._fail(w, result, correctness=corr)
+                raise _Stop
+            cand_ms, lib_ms, cand_enq, checks, timed, windows_note = result
+            if windows_note:
+                warnings.append(windows_note)
+            kernels_t = self._attribution(w, ctx, timed)
+            if isinstance(kernels_t, judge.Failure):
+                self._lap(w.name, "timing_s")
+                self._fail(w, kernels_t, correctness=corr)
+                raise _Stop
+            trusted = self._batches(w, ctx, checker, cand_ms, lib_ms, lib_excess)
+            self._lap(w.name, "timing_s")
+        if isinstance(trusted, judge.Failure):
+            self._fail(w, trusted, correctness=corr)
+            raise _Stop
+        clock_info, batch_checks = trusted
+        timer = "cuda_event" if self.cuda else "host_perf_counter"
+        kt, lt = _stats(cand_ms, timer), _stats(lib_ms, timer)
+        decision = judge_clock(event_kernel_ms=kt.median_ms, event_library_ms=lt.median_ms,
+                               enqueue_us=statistics.median(cand_enq) if cand_enq else 0.0,
+                               trusted_kernel_ms=clock_info["T_c"], trusted_library_ms=clock_info["T_l"],
+                               kernel_spread=clock_info["spread"], n=clock_info["n"],
+                               base_tolerance=BASE_TOLERANCE if self.cuda else CPU_TOLERANCE)
+        tt = TrustedTiming(calls_per_batch=clock_info["n"], kernel_ms_per_call=clock_info["T_c"],
+                           library_ms_per_call=clock_info["T_l"], inputs_ms_per_call=clock_info["T_g"],
+                           kernel_batch_ms=tuple(clock_info["W_c"]), library_batch_ms=tuple(clock_info["W_l"]),
+                           inputs_batch_ms=tuple(clock_info["W_g"]), source=decision.source, note=decision.note)
+        verification = Verification(timed_calls=timed, checked_calls=checks + batch_checks, mismatches=0)
+        if decision.hack is not None:
+            self._record(w, Status.REWARD_HACK, error={"type": "ClockMismatch", "message": decision.hack},
+                         correctness=corr, timing=kt, library_timing=lt, trusted=tt, kernels=kernels_t or kernels,
+                         verification=verification, evidence={"mechanism": "trusted_clock", **decision.evidence})
+            return
+        if decision.source == "trusted_batch":
+            warnings.append(decision.note)
+            kt = _stats(self._per_call(clock_info["W_c"], clock_info["W_g"], clock_info["n"]), "parent_wall_clock")
+            lt = _stats(self._per_call(clock_info["W_l"], clock_info["W_g"], clock_info["n"]), "parent_wall_clock")
+        for label, st in (("kernel", kt), ("library", lt)):
+            if st.relative_iqr > NOISY_IQR:
+                warnings.append(f"{label} timing is noisy: IQR/median = {st.relative_iqr:.0%} (> {NOISY_IQR:.0%})")
+        screen = self.dev.screen_for(self.p) if (self.dev.screen_for is not None and self.cuda) else None
+        screening = screen(w, kt, lt) if screen is not None else None
+        if not self.cuda:
+            warnings.append("CPU path: correctness and the protocol were checked; CPU timings are not GPU "
+                            "performance, so no E_lib/U_roof verdict is given")
+        status, err, evidence = Status.PASSED, None, None
+        if screening is not None and screening.verdict.value == "reward_hack":
+            status, err = Status.REWARD_HACK, {"type": "BelowPhysicalMinimum", "message": screening.reason}
+            evidence = {"mechanism": "below_floor", "u_roof": screening.u_roof, "t_floor_ms": screening.t_floor_ms}
+        self._record(w, status, error=err, correctness=corr, timing=kt, library_timing=lt, screening=screening,
+                     warnings=tuple(warnings), trusted=tt, kernels=kernels_t or kernels, verification=verification,
+                     evidence=evidence)
+        self.timed.append((w, ctx, lt.median_ms, lt.relative_iqr))
+
+    @staticmethod
+    def _per_call(batches: list[float], inputs: list[float], n: int) -> list[float]:
+        return [max(0.0, b - g) / n for b, g in zip(batches, inputs)]
+
+    def _sample(self, w: Any, ctx: P.Context, checker: Any, cfg: TimingConfig, lib_excess: float):
+        """Warm-ups and samples, alternating worker and checker; verification at secret positions.
+
+        Returns (candidate ms, library ms, candidate enqueue us, calls verified, calls made, note on the
+        windows used), or a Failure.
+        """
+        o = self.o
+        limit = cfg.warmup + cfg.samples
+        n_checks = max(MIN_TIMED_CHECKS, math.ceil(o.check_share * cfg.samples))
+        positions = set(self._rng.sample(range(limit), min(limit, n_checks)))
+        cand_ms: list[float] = []
+        lib_ms: list[float] = []
+        cand_dev: list[float] = []
+        lib_dev: list[float] = []
+        cand_enq: list[float] = []
+        checks = 0
+        hold = hold_for(None)
+        release: tuple[int, ...] = ()
+        i = 0
+        while i < limit:
+            t_pair = time.monotonic()
+            cid = 1000 + i
+            seed = round_seed(o.base_seed, w.name, cid) ^ self._rng.getrandbits(32)
+            tr = self._rng.randrange(len(ROUND_TRANSFORMS))
+            check = i in positions
+            rep = self._call(cid, seed, tr, hold, release=release)
+            failed = self._judge_call(rep)
+            if failed is not None:
+                return failed
+            lib = checker.request(P.LibSample(ctx=ctx, seed=seed, transform=tr, hold_us=hold,
+                                              keep_id=cid if check else None))
+            if isinstance(lib, P.ErrorReply):
+                return judge.Failure(Status.HARNESS_ERROR, f"the library could not be timed: {lib.detail}",
+                                     retry_alone=lib.out_of_memory)
+            hold = hold_for(max(rep.enqueue_us, lib.enqueue_us))
+            if check:
+                failed = self._verify(w, checker, cid, i, "timed", lib_excess, inputs=True)
+                if failed is not None:
+                    return failed
+                checks += 1
+            release = (cid,)
+            if i >= cfg.warmup:
+                cand_ms.append(rep.stream_ms)
+                lib_ms.append(lib.stream_ms)
+                cand_dev.append(rep.device_ms)
+                lib_dev.append(lib.device_ms)
+                cand_enq.append(rep.enqueue_us)
+            if i == cfg.warmup:
+                # very slow calls: bound the phase by the parent's own clock (never below MIN_REPS samples),
+                # then keep the planned number of verifications within the shorter phase
+                per_pair = max(1e-6, time.monotonic() - t_pair)
+                limit = min(limit, cfg.warmup + max(MIN_REPS, int(cfg.budget_ms / 1e3 / per_pair)))
+                kept = {p for p in positions if p <= i or p < limit}
+                missing = n_checks - len(kept)
+                free = [p for p in range(i + 1, limit) if p not in kept]
+                positions = kept | set(self._rng.sample(free, min(len(free), max(0, missing))))
+            i += 1
+        self._send(P.Release(call_ids=release))
+        cand_ms, lib_ms, note = choose_windows(cand_ms, cand_dev, lib_ms, lib_dev)
+        return cand_ms, lib_ms, cand_enq, checks, limit, note
+
+    def _verify(self, w: Any, checker: Any, cid: int, position: int, phase: str, lib_excess: float,
+                inputs: bool) -> judge.Failure | None:
+        """Hand off a kept call and have the leased checker verify it against its kept library output."""
+        h = self._handoff(cid, inputs=inputs)
+        if h.error is not None:
+            return judge.hack(f"{phase} call {position}: its output could not be handed off ({h.error.message})",
+                              "handoff_refused", phase=phase, position=position)
+        v = checker.request(P.Verify(keep_id=cid, atol=w.atol, rtol=w.rtol, reduction_length=w.reduction_length,
+                                     tolerance_factor=2.0 * max(1.0, 1.5 * lib_excess),
+                                     in_place=self.p.in_place or not inputs, output_ipc=h.output_ipc,
+                                     output_path=h.output_path, input_ipc=h.input_ipc, input_path=h.input_path))
+        self._cleanup_files(h)
+        return judge.judge_verification(v, position, phase)
+
+    def _batches(self, w: Any, ctx: P.Context, checker: Any, cand_ms: list[float], lib_ms: list[float],
+                 lib_excess: float):
+        """The parent's clock: back-to-back batches of fresh calls, candidate and library, minus inputs alone."""
+        o = self.o
+        per = max(statistics.median(cand_ms), statistics.median(lib_ms), 1e-3)
+        out_bytes = getattr(w, "output_bytes", None) or max(1, w.min_bytes // 2)
+        n = max(2, min(BATCH_MAX_CALLS, math.ceil(o.batch_target_ms / per), BATCH_KEEP_BYTES // max(1, out_bytes)))
+        reps = max(1, o.batch_reps if self.cuda else 1)
+        W_c, W_l, W_g = [], [], []
+        checks = 0
+        for b in range(reps):
+            base = 100_000 + b * (n + 1)
+            ids = tuple(range(base, base + n))
+            seeds = tuple(round_seed(o.base_seed, w.name, cid) ^ self._rng.getrandbits(32) for cid in ids)
+            trs = tuple(self._rng.randrange(len(ROUND_TRANSFORMS)) for _ in ids)
+            k = self._rng.randrange(n)
+            t0 = time.monotonic()
+            g = checker.request(P.GenBatch(ctx=ctx, seeds=seeds, transforms=trs))
+            W_g.append((time.monotonic() - t0) * 1e3)
+            t0 = time.monotonic()
+            lb = checker.request(P.LibBatch(ctx=ctx, seeds=seeds, transforms=trs, keep={str(k): ids[k]}))
+            W_l.append((time.monotonic() - t0) * 1e3)
+            if isinstance(g, P.ErrorReply) or isinstance(lb, P.ErrorReply):
+                bad = g if isinstance(g, P.ErrorReply) else lb
+                return judge.Failure(Status.HARNESS_ERROR, f"the library's batch failed: {bad.detail}",
+                                     retry_alone=bad.out_of_memory)
+            t0 = time.monotonic()
+            self._send(P.Batch(call_ids=ids, seeds=seeds, transforms=trs))
+            rep = self._recv(o.timing_timeout_s, f"running a batch of {n} calls", P.BatchReport)
+            W_c.append((time.monotonic() - t0) * 1e3)
+            if rep.error is not None or rep.calls != n:
+                err = rep.error or P.Error("BatchIncomplete", f"{rep.calls} of {n} calls")
+                f = judge.Failure(Status.RUNTIME_ERROR, f"a timed batch failed: {err.type}: {err.message[:300]}",
+                                  retry_alone=rep.out_of_memory and self.cuda)
+                return f
+            failed = self._verify(w, checker, ids[k], k, "batch", lib_excess, inputs=False)
+            self._send(P.Release(call_ids=ids))
+            if failed is not None:
+                return failed
+            checks += 1
+        info = {"n": n, "W_c": W_c, "W_l": W_l, "W_g": W_g, "T_c": per_call(W_c, W_g, n), "T_l": per_call(W_l, W_g, n),
+                "T_g": statistics.median(W_g) / n, "spread": spread(W_c, W_g, n)}
+        return info, checks
+
+    # ------------------------------------------------------------------ contention
+    def _quiet_checks(self) -> None:
+        """With the worker gone: was the library slower while the candidate's process was alive?"""
+        if not self.cuda or not self.timed:
+            return
+        todo = []
+        for w, ctx, med, rel in self.timed:
+            with self.dev.lock:
+                known = self.dev.quiet_library.get(ctx.key)
+            if known is None or med > known[0] * (1 + judge.CONTENTION_MIN):
+                todo.append((w, ctx, med, rel))
+        if not todo:
+            return
+        self._acquire("exclusive")
+        try:
+            for w, ctx, med, rel in todo:
+                with self.dev.checkers.lease(ctx.key) as checker:
+                    samples = []
+                    hold = hold_for(None)
+                    for i in range(QUIET_SAMPLES):
+                        rep = checker.request(P.LibSample(ctx=ctx, seed=self._rng.getrandbits(48),
+                                                          transform=self._rng.randrange(len(ROUND_TRANSFORMS)),
+                                                          hold_us=hold))
+                        if isinstance(rep, P.ErrorReply):
+                            break
+                        hold = hold_for(rep.enqueue_us)
+                        if i:
+                            samples.append(rep.stream_ms)
+                if len(samples) < 3:
+                    continue
+                st = _stats(samples, "cuda_event")
+                with self.dev.lock:
+                    prev = self.dev.quiet_library.get(ctx.key)
+                    if prev is None or st.median_ms < prev[0]:
+                        self.dev.quiet_library[ctx.key] = (st.median_ms, st.relative_iqr)
+                failed = judge.judge_contention(med, rel, st.median_ms, st.relative_iqr)
+                if failed is not None:
+                    old = self.results[w.name]
+                    self.results[w.name] = old.replace(status=Status.REWARD_HACK,
+                                                       error=ErrorInfo(failed.evidence["mechanism"], failed.message),
+                                                       evidence=failed.evidence)
+        finally:
+            self._release()

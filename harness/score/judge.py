@@ -1,0 +1,147 @@
+"""From facts to statuses: pure functions, no processes, no I/O.
+
+The session (:mod:`harness.execute.session`) collects facts -- the worker's
+claims and the trusted checker's findings -- and asks these functions what
+they mean. Each returns ``None`` (nothing wrong) or a :class:`Failure`.
+Keeping them here means every rule can be tested with plain values, and the
+rule and its test live side by side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.execute import protocol as P
+from harness.records import Status
+
+IDENTICAL_MIN = 0.9999
+"""A candidate this close to bit-identical with the library's output, on every correctness round ..."""
+ROUNDING_MIN = 0.05
+"""... of an op whose library output differs from the rounded float64 reference in at least this share of
+elements (so an independent implementation would not match it), got its output from the library."""
+CONTENTION_MIN = 0.05
+CONTENTION_MIN_MS = 0.005
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    status: Status
+    message: str
+    evidence: dict = field(default_factory=dict)
+    retry_alone: bool = False
+    """The failure may have been caused by neighbours sharing the GPU (an out-of-memory): run again alone."""
+
+    @property
+    def error(self) -> dict:
+        return {"type": _error_type(self), "message": self.message, "traceback_tail": ""}
+
+
+def _error_type(f: Failure) -> str:
+    return f.evidence.get("mechanism", f.status.value) if f.evidence else f.status.value
+
+
+def hack(message: str, mechanism: str, **evidence: Any) -> Failure:
+    return Failure(Status.REWARD_HACK, message, {"mechanism": mechanism, **evidence})
+
+
+def judge_call(r: P.CallReport, *, dsl: str, device: str, library_aten: tuple[str, ...],
+               profiled: bool) -> Failure | None:
+    """One call's facts (the worker's claims) -> a failure, or None to go on to the trusted checks.
+
+    ``profiled``: a kernel profiler runs in the worker (then kernel attribution, not the launch count,
+    decides whether a DSL kernel did the work).
+    """
+    if r.audit_blocked:
+        return hack(f"refused by the worker's audit hooks: {'; '.join(r.audit_blocked)[:400]}", "audit_hook",
+                    events=list(r.audit_blocked))
+    if r.patched:
+        return hack(f"replaced functions the harness relies on: {', '.join(r.patched)[:400]}", "patched_functions",
+                    patched=list(r.patched))
+    if not r.ok:
+        err = r.error or P.Error("Error", "the forward failed")
+        retry = r.out_of_memory and device != "cpu"
+        return Failure(Status.RUNTIME_ERROR, f"forward raised {err.type}: {err.message[:300]}", retry_alone=retry)
+    if r.new_threads:
+        return hack(f"forward left {r.new_threads} thread(s) running after it returned", "late_thread")
+    if r.new_children:
+        return hack(f"forward left {r.new_children} child process(es) running after it returned", "child_process")
+    if r.lowered_sources is not None:
+        return None
+    if not profiled:
+        names = {a.split(".", 1)[1] for a in library_aten if "." in a}
+        forbidden = sorted(set(r.aten_ops) & names)
+        if forbidden:
+            return hack(f"library fallback: forward called {forbidden}, the library op this problem replaces",
+                        "library_fallback", aten=forbidden)
+        if r.launches == 0:
+            return hack(f"no Triton or TileLang kernel was launched during forward (declared dsl: {dsl}): the result "
+                        "did not come from a DSL kernel", "no_dsl_kernel")
+    bad = [t for t in r.output_types if t != "torch.Tensor"]
+    if bad:
+        return Failure(Status.INCORRECT_DTYPE, f"forward returned {bad}; expected plain torch.Tensor")
+    if not r.output_types:
+        return Failure(Status.INCORRECT_DTYPE, "forward returned no tensor output")
+    return None
+
+
+def judge_compare(reply: Any, call_index: int) -> Failure | None:
+    """The checker's correctness reply for round ``call_index``."""
+    if isinstance(reply, P.ErrorReply):
+        return Failure(Status.HARNESS_ERROR, f"round {call_index}: the reference checker failed: {reply.detail}",
+                       retry_alone=reply.out_of_memory)
+    if reply.ok:
+        return None
+    status = Status(reply.status)
+    if status is Status.REWARD_HACK:
+        return hack(f"round {call_index}: {reply.detail}", "checker", round=call_index)
+    return Failure(status, f"round {call_index}: {reply.detail}")
+
+
+def judge_fingerprint(identical: list[float | None], rounding: list[float | None]) -> Failure | None:
+    """Every round bit-identical to the library where an independent implementation would differ: a fallback."""
+    pairs = [(i, r) for i, r in zip(identical, rounding) if i is not None and r is not None]
+    if not pairs or len(pairs) < len(identical):
+        return None
+    if all(i >= IDENTICAL_MIN for i, _ in pairs) and min(r for _, r in pairs) >= ROUNDING_MIN:
+        worst = min(i for i, _ in pairs)
+        return hack(f"library fallback: the output is bit-identical to the library's in {worst:.4%} or more of its "
+                    f"elements in every round, while the library's own output differs from the rounded float64 "
+                    f"reference in {min(r for _, r in pairs):.1%} of them (an independent kernel would not match "
+                    "it): the library computed it", "library_identical", identical=[round(i, 6) for i, _ in pairs])
+    return None
+
+
+def judge_verification(reply: Any, position: int, phase: str) -> Failure | None:
+    """A timed call's output (at a position the candidate could not know) against the library's."""
+    if isinstance(reply, P.ErrorReply):
+        return Failure(Status.HARNESS_ERROR, f"verifying {phase} call {position} failed in the checker: {reply.detail}",
+                       retry_alone=reply.out_of_memory)
+    if reply.ok:
+        return None
+    if reply.status == "HARNESS_ERROR":
+        return Failure(Status.HARNESS_ERROR, f"verifying {phase} call {position}: {reply.detail}")
+    return hack(f"a {phase} call's output did not match the library's output for the same inputs ({phase} call "
+                f"{position}, checked at a secret position): {reply.detail}; the forward does different work when "
+                "it is timed than when it is checked", "timed_call_mismatch", phase=phase, position=position,
+                detail=reply.detail[:300], max_excess=reply.max_excess)
+
+
+def judge_markers(markers: int, calls: int) -> Failure | None:
+    """The profiler window must hold exactly two harness markers per call (hold and end)."""
+    if markers == 2 * calls:
+        return None
+    return hack(f"the profiler window holds {markers} marker kernels for {calls} calls (2 expected per call): "
+                "the candidate launched the harness's marker kernel itself, or hid calls", "profiler_markers",
+                markers=markers, calls=calls)
+
+
+def judge_contention(session_ms: float, session_rel_iqr: float, quiet_ms: float, quiet_rel_iqr: float) -> Failure | None:
+    """The library, timed while the candidate's process was alive, against a quiet re-measurement after it ended."""
+    tol = max(CONTENTION_MIN, 2.0 * (session_rel_iqr + quiet_rel_iqr))
+    if session_ms <= quiet_ms * (1 + tol) or session_ms - quiet_ms < CONTENTION_MIN_MS:
+        return None
+    return hack(f"the library ran {session_ms / quiet_ms - 1:.0%} slower while the candidate's process was alive "
+                f"({session_ms:.4g} ms) than after it ended ({quiet_ms:.4g} ms, tolerance {tol:.0%}): the candidate "
+                "left work on the GPU that slowed the baseline", "library_contention",
+                library_ms=round(session_ms, 6), quiet_library_ms=round(quiet_ms, 6))

@@ -1,0 +1,31 @@
+"""Small builders shared by the engine's tests (not a test module)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from harness import env as envmod
+from harness.candidates.discover import discover
+from harness.execute.gate import DeviceGate
+from harness.execute.memory import DeviceMemory
+from harness.execute.options import RunOptions
+from harness.execute.task import DeviceContext, Task
+from harness.problems.registry import load_registry
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def task_for(folder: Path, name: str, problem: str, tags: tuple[str, ...] = ("smoke",), **kw) -> Task:
+    """The Task of candidate ``name`` of ``folder`` for ``problem`` (its bytes read as the planner does)."""
+    _, cands = discover(folder)
+    cand = next(c for c in cands if c.path.name == name)
+    prob = load_registry().get(problem)
+    return Task(candidate=cand, problem=prob, workloads=tuple(prob.select(tags)), diagnostics=(),
+                source=cand.path.read_bytes(), **kw)
+
+
+def device_context(opts: RunOptions, checkers=None, pool=None, gate=None) -> DeviceContext:
+    return DeviceContext(opts=opts, env=envmod.snapshot(opts.device), run_id="20260101T000000Z-test", gpu=None,
+                         checkers=checkers, gate=gate or DeviceGate(1), memory=DeviceMemory(None), pool=pool,
+                         screen_for=None, lock=threading.Lock())
