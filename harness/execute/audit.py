@@ -37,9 +37,13 @@ DIRECT = frozenset({
 })
 MEDIATED_PREFIXES = ("ctypes.", "subprocess.", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
                      "os.forkpty", "os.kill", "os.killpg", "pty.spawn", "socket.", "cffi")
-GUARDED_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back", "f_globals", "f_locals",
-                           "__code__", "__globals__", "__closure__"})
+FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back", "f_globals", "f_locals"})
+GUARDED_ATTRS = FRAME_ATTRS | {"__code__", "__globals__", "__closure__"}
+FRAME_EVENTS = frozenset({"sys._getframe", "sys._current_frames", "sys._getframemodulename"})
 FRAME_HELPERS = ("inspect.py",)
+"""Stdlib modules that hand frames to their caller (inspect.currentframe, stack, trace): a frame event they
+raise for candidate code is the candidate's. Their other reads (``inspect.signature`` reading ``__code__``)
+are not."""
 
 
 class Refused(RuntimeError):
@@ -90,7 +94,7 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
     def is_stdlib(filename: str) -> bool:
         return filename.startswith("<frozen") or (filename.startswith(stdlib) and not filename.startswith(site))
 
-    def origin(direct: bool) -> bool:
+    def origin(direct: bool, frames: bool) -> bool:
         frame = getframe(2)  # 0: origin, 1: hook, 2: the code that triggered the event
         if frame is None:
             return False
@@ -98,7 +102,7 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
         if direct:
             if is_candidate(name):
                 return True
-            if not name.endswith(FRAME_HELPERS):
+            if not (frames and name.endswith(FRAME_HELPERS)):
                 return False
             frame = frame.f_back
         while frame is not None:
@@ -109,9 +113,12 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
         return False
 
     def hook(event: str, args: tuple) -> None:
+        frames = event in FRAME_EVENTS
         if event in DIRECT:
-            if event.startswith("object.") and (len(args) < 2 or args[1] not in GUARDED_ATTRS):
-                return
+            if event.startswith("object."):
+                if len(args) < 2 or args[1] not in GUARDED_ATTRS:
+                    return
+                frames = args[1] in FRAME_ATTRS
             direct = True
         elif event.startswith(MEDIATED_PREFIXES) or (event == "import" and args and str(args[0]).split(".")[0]
                                                       in ("ctypes", "_ctypes", "cffi", "_cffi_backend")):
@@ -122,7 +129,7 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
             return
         guard.busy = True
         try:
-            refused = origin(direct)
+            refused = origin(direct, frames)
         finally:
             guard.busy = False
         if refused:

@@ -14,7 +14,7 @@ Estimate per workload (bytes; ``E`` = element size of the dtype)::
 
     worker  = context + flush + params + 3 x inputs          (a live set, the poison fill: 2 x inputs)
               + kept outputs (2 calls, or a batch's: at most keep_bytes) + workspace (inputs + outputs)
-    checker = context + inputs + params + outputs            (library call, kept output)
+    checker = context + flush + inputs + params + outputs    (library call, kept output)
               + (inputs + outputs + params) x 8 / E          (the float64 reference)
               + outputs x 2                                  (the candidate's output copied in, compare temporaries)
 """
@@ -67,7 +67,7 @@ def estimate(w: Any, keep_bytes: int = 2 << 30) -> Estimate:
     e = ELEM.get(w.dtype, 4)
     kept = max(2 * outs, min(keep_bytes, 256 * outs))
     worker = CONTEXT_BYTES + FLUSH_BYTES + params + 3 * ins + kept + (ins + outs)
-    checker = CONTEXT_BYTES + ins + params + outs + (ins + outs + params) * 8 // e + 2 * outs
+    checker = CONTEXT_BYTES + FLUSH_BYTES + ins + params + outs + (ins + outs + params) * 8 // e + 2 * outs
     return Estimate(int(worker), int(checker))
 
 

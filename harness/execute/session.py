@@ -487,6 +487,8 @@ class Session:
                                 "profiler_calls", reported=rep.calls, made=calls)
         if failed is not None:
             return failed
+        if not judge.markers_usable(rep.markers):
+            return KernelAttribution(method="launch-counter", dsl_share=None)
         library = self._library_kernels(ctx) or frozenset()
         att = attr.attribute([attr.Row(r.name, r.inside_us, r.count) for r in rep.rows], calls, set(library),
                              set(rep.dsl_names))

@@ -128,12 +128,20 @@ def judge_verification(reply: Any, position: int, phase: str) -> Failure | None:
 
 
 def judge_markers(markers: int, calls: int) -> Failure | None:
-    """The profiler window must hold exactly two harness markers per call (hold and end)."""
-    if markers == 2 * calls:
+    """The profiler window must hold exactly two harness markers per call (hold and end).
+
+    No markers at all means the device has no usable sleep kernel (then there is no attribution, see
+    :func:`markers_usable`), not tampering.
+    """
+    if markers == 2 * calls or markers == 0:
         return None
     return hack(f"the profiler window holds {markers} marker kernels for {calls} calls (2 expected per call): "
                 "the candidate launched the harness's marker kernel itself, or hid calls", "profiler_markers",
                 markers=markers, calls=calls)
+
+
+def markers_usable(markers: int) -> bool:
+    return markers > 0
 
 
 def judge_contention(session_ms: float, session_rel_iqr: float, quiet_ms: float, quiet_rel_iqr: float) -> Failure | None:

@@ -1,0 +1,144 @@
+"""GPU paths of the engine, run with ``pytest -m gpu`` on the device (skipped without a GPU).
+
+Covers what the CPU path cannot: the CUDA timer and its sleep calibration,
+the kernel profiler's attribution with the hold/end markers, the IPC
+hand-off's bounds check against a live exporter, and whole runs of the GPU
+fixtures and of a few bundled kernels with the trusted protocol (library in
+the checker, verification, the parent's clock, kernel attribution).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_timer_calibrates_the_sleep_kernel_and_times_it():
+    from harness.measure.timing import DeviceTimer
+
+    timer = DeviceTimer("cuda", 64 << 20)
+    rate = timer.calibrate()
+    assert rate > 100, rate  # cycles per microsecond: an H200 runs about 1.98 GHz
+    import torch
+
+    _, stream_ms, device_ms, enq = timer.timed_call(lambda: torch.cuda._sleep(int(500 * rate)), hold_us=50.0)
+    assert 0.4 < stream_ms < 0.8 and device_ms >= stream_ms and enq < 1000, (stream_ms, device_ms, enq)
+
+
+def test_profiler_attributes_the_forward_between_the_markers():
+    import torch
+    import triton
+    import triton.language as tl
+
+    from harness.execute.profiling import KernelProfiler, attribute
+    from harness.measure.timing import DeviceTimer
+
+    @triton.jit
+    def kg_test_scale_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2.0, mask=m)
+
+    x = torch.randn(1 << 22, device="cuda")
+    y = torch.empty_like(x)
+    fwd = lambda: kg_test_scale_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)  # noqa: E731
+    fwd()
+    prof = KernelProfiler("cuda", running=False)
+    assert prof.available, prof.status
+    timer = DeviceTimer("cuda", 64 << 20)
+    timer.calibrate()
+    prof.begin()
+    for _ in range(3):
+        timer.timed_call(fwd, 50.0)
+    att = attribute(prof.end())
+    assert att.markers == 6, att
+    inside = {n: a for n, (a, c, o) in att.rows.items() if a > 0}
+    assert any("kg_test_scale_kernel" in n for n in inside), att.rows
+    assert all("kg_test_scale_kernel" in n for n in inside), inside  # the flush fill is outside
+    assert any(o > 0 for n, (a, c, o) in att.rows.items() if "kg_test_scale_kernel" not in n)
+
+
+def test_ipc_bounds_check_with_a_live_exporter(tmp_path):
+    """Exploit: a descriptor whose byte range runs past the exported allocation, while the exporter is alive
+    (so the open succeeds and the bounds check is what refuses it)."""
+    from harness.execute.handoff import HandoffTampered, import_outputs
+
+    exporter = textwrap.dedent("""
+        import json, sys, time, torch
+        from harness.execute.handoff import export_outputs
+        t = torch.arange(1024, dtype=torch.float32, device="cuda")
+        descs, keep = export_outputs([t])
+        print(json.dumps(descs), flush=True)
+        time.sleep(60)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", exporter], stdout=subprocess.PIPE, text=True, cwd=ROOT,
+                            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": "0"})
+    try:
+        descs = json.loads(proc.stdout.readline())
+        good = import_outputs(descs)
+        assert float(good[0][1023]) == 1023.0
+        forged = [{**descs[0], "shape": [1 << 30], "nbytes": 4 << 30}]
+        with pytest.raises(HandoffTampered, match="outside the exported allocation"):
+            import_outputs(forged)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _expected(folder: Path) -> dict[str, str]:
+    out = {}
+    for f in sorted(folder.glob("*.py")):
+        m = re.search(r"expect: ([A-Z_]+)", f.read_text().split("\n", 1)[0])
+        if m:
+            out[f"{folder.name}/{f.name}"] = m.group(1)
+    return out
+
+
+def _run(folders: list[Path], tmp_path: Path, tags: tuple[str, ...], jobs: int = 4):
+    from harness import env as envmod
+    from harness.execute.options import RunOptions
+    from harness.measure.calibrate import load_or_measure
+    from harness.measure.timing import TimingConfig
+    from harness.pipeline import EvalRequest, evaluate
+    from harness.problems.registry import load_registry
+
+    env = envmod.snapshot("cuda", 0)
+    opts = RunOptions(device="cuda", gpus=(0,), timing=TimingConfig.for_device("cuda", quick=True), jobs=jobs,
+                      compile_timeout_s=120, round_timeout_s=30, timing_timeout_s=60, base_seed=7)
+    req = EvalRequest(submissions=folders, registry=load_registry(), out_dir=tmp_path / "out", options=opts, env=env,
+                      workload_tags=tags, progress=False, ceilings=load_or_measure(env.to_dict(), quick=True))
+    return evaluate(req)
+
+
+def test_gpu_fixtures_get_their_status(tmp_path):
+    results = _run([FIXTURES / "gpu"], tmp_path, ("smoke",))
+    got = {r.candidate: r.status.value for r in results}
+    expected = _expected(FIXTURES / "gpu")
+    assert {k: got.get(k) for k in expected} == expected, [(r.candidate, r.error.message[:200] if r.error else "")
+                                                          for r in results]
+
+
+def test_bundled_kernels_pass_with_the_trusted_protocol(tmp_path):
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    for name in ("gelu.py", "layernorm.py", "softmax.py"):
+        (sub / name).write_text((ROOT / "submissions" / "triton-reference" / name).read_text())
+    results = _run([sub], tmp_path, ("gpu",))
+    assert results and all(r.status.value == "PASSED" for r in results), \
+        [(r.candidate, r.workload, r.status.value, r.error.message[:300] if r.error else "") for r in results]
+    for r in results:
+        assert r.kernels is not None and r.kernels.method == "profiler" and r.kernels.dsl_share >= 0.9, r.kernels
+        assert r.verification.checked_calls >= 3 and r.verification.mismatches == 0
+        assert r.trusted_timing.source == "cuda_event", r.trusted_timing
+        assert r.screening is not None and r.screening.verdict.value != "reward_hack"

@@ -1,0 +1,32 @@
+"""Kernel attribution of a profiler window (harness.execute.profiling.attribute), with synthetic kernels."""
+
+from __future__ import annotations
+
+from harness.execute.profiling import Kernel, attribute
+
+MAIN, SIDE = 7, 9
+
+
+def k(name, start, dur=1000, stream=MAIN):
+    return Kernel(name, stream, start, dur)
+
+
+def test_kernels_between_hold_and_end_markers_are_the_forwards():
+    ks = [k("fill_flush", 0), k("spin_kernel", 10), k("my_kernel", 20), k("spin_kernel", 30),
+          k("normal_inputs", 40), k("fill_flush", 50), k("spin_kernel", 60), k("my_kernel", 70), k("spin_kernel", 80)]
+    att = attribute(ks)
+    assert att.markers == 4
+    assert att.rows["my_kernel"] == (2.0, 2, 0.0)
+    assert att.rows["fill_flush"] == (0.0, 0, 2.0) and att.rows["normal_inputs"] == (0.0, 0, 1.0)
+
+
+def test_work_on_another_stream_counts_as_the_forwards_wherever_it_runs():
+    ks = [k("spin_kernel", 10), k("x", 20), k("spin_kernel", 30), k("hidden", 35, stream=SIDE)]
+    assert attribute(ks).rows["hidden"] == (1.0, 1, 0.0)
+
+
+def test_a_forged_marker_shifts_the_count():
+    """Exploit: the candidate launches the marker kernel itself to hide work 'outside' the window."""
+    ks = [k("spin_kernel", 10), k("spin_kernel", 15), k("library_gemm", 20), k("spin_kernel", 30)]
+    att = attribute(ks)
+    assert att.markers == 3  # judge.judge_markers: 3 markers for 1 call is a reward hack

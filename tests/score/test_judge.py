@@ -1,0 +1,130 @@
+"""The judging rules as pure functions (harness.score.judge, clock, attribution): no subprocess here."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.execute import protocol as P
+from harness.records import Status
+from harness.score import attribution as attr
+from harness.score import judge
+from harness.score.clock import judge_clock, per_call, spread
+
+
+def call(**kw) -> P.CallReport:
+    base = dict(call_id=1, ok=True, launches=1, output_types=("torch.Tensor",))
+    base.update(kw)
+    return P.CallReport(**base)
+
+
+def j(r, profiled=True, dsl="triton", device="cuda", aten=("aten.native_layer_norm",)):
+    return judge.judge_call(r, dsl=dsl, device=device, library_aten=aten, profiled=profiled)
+
+
+def test_an_honest_call_passes():
+    assert j(call()) is None and j(call(), profiled=False, device="cpu") is None
+
+
+def test_audit_refusals_and_patched_functions_are_reward_hacks():
+    f = j(call(audit_blocked=("sys._getframe: <frame>",)))
+    assert f.status is Status.REWARD_HACK and f.evidence["mechanism"] == "audit_hook"
+    f = j(call(patched=("patched torch.nn.functional.layer_norm",)))
+    assert f.status is Status.REWARD_HACK and "layer_norm" in f.message
+
+
+def test_without_a_profiler_the_launch_counter_and_the_aten_recorder_decide():
+    assert j(call(launches=0), profiled=False, device="cpu").evidence["mechanism"] == "no_dsl_kernel"
+    # a `dsl=torch` header exempts nothing
+    assert j(call(launches=0), profiled=False, device="cpu", dsl="torch").status is Status.REWARD_HACK
+    f = j(call(aten_ops=("native_layer_norm", "empty")), profiled=False, device="cpu")
+    assert f.evidence["mechanism"] == "library_fallback"
+    # with a profiler the (claimed) launch count is not what decides
+    assert j(call(launches=0)) is None
+
+
+def test_an_out_of_memory_on_a_shared_gpu_asks_for_a_retry_alone():
+    f = j(call(ok=False, error=P.Error("OutOfMemoryError", "CUDA out of memory"), out_of_memory=True))
+    assert f.status is Status.RUNTIME_ERROR and f.retry_alone
+    assert not j(call(ok=False, error=P.Error("ValueError", "bad")), device="cuda").retry_alone
+
+
+def test_threads_children_and_wrong_types():
+    assert j(call(new_threads=1)).evidence["mechanism"] == "late_thread"
+    assert j(call(new_children=2)).evidence["mechanism"] == "child_process"
+    assert j(call(output_types=("MyTensor",))).status is Status.INCORRECT_DTYPE
+    assert j(call(output_types=())).status is Status.INCORRECT_DTYPE
+
+
+def test_library_identical_outputs_where_rounding_would_differ_are_a_fallback():
+    assert judge.judge_fingerprint([1.0] * 5, [0.4] * 5).evidence["mechanism"] == "library_identical"
+    # an op whose library output is the rounded reference (elementwise): identity says nothing
+    assert judge.judge_fingerprint([1.0] * 5, [0.001] * 5) is None
+    # an independent kernel: identical in some elements only
+    assert judge.judge_fingerprint([0.6, 1.0, 1.0, 1.0, 1.0], [0.4] * 5) is None
+    assert judge.judge_fingerprint([None] * 5, [None] * 5) is None
+
+
+def test_a_timed_call_that_does_not_match_is_a_reward_hack_with_its_position():
+    bad = P.VerifyReply(ok=False, status="INCORRECT_NUMERICAL", detail="3/4096 elements out of tolerance",
+                        max_excess=40.0)
+    f = judge.judge_verification(bad, 17, "timed")
+    assert f.status is Status.REWARD_HACK and f.evidence["position"] == 17 and "secret position" in f.message
+    assert judge.judge_verification(P.VerifyReply(ok=True, status="PASSED", detail=""), 3, "batch") is None
+    assert judge.judge_verification(P.ErrorReply(status="HARNESS_ERROR", detail="x"), 3, "batch").status \
+        is Status.HARNESS_ERROR
+
+
+def test_markers_must_be_two_per_call():
+    assert judge.judge_markers(10, 5) is None and judge.judge_markers(0, 5) is None
+    assert judge.judge_markers(11, 5).evidence["mechanism"] == "profiler_markers"
+
+
+def test_contention_flags_a_library_slowed_while_the_candidate_lived():
+    f = judge.judge_contention(2.0, 0.01, 1.0, 0.01)
+    assert f.status is Status.REWARD_HACK and f.evidence["mechanism"] == "library_contention"
+    assert judge.judge_contention(1.03, 0.01, 1.0, 0.01) is None  # within 5%
+    assert judge.judge_contention(0.002, 0.01, 0.001, 0.01) is None  # tiny absolute difference
+
+
+def test_clock_agreement_host_bound_and_forgery():
+    ok = judge_clock(event_kernel_ms=1.0, event_library_ms=1.2, enqueue_us=20, trusted_kernel_ms=1.1,
+                     trusted_library_ms=1.25, kernel_spread=0.02, n=10)
+    assert ok.hack is None and ok.source == "cuda_event" and ok.kernel_ms == 1.0
+    host = judge_clock(event_kernel_ms=0.005, event_library_ms=0.006, enqueue_us=40, trusted_kernel_ms=0.045,
+                       trusted_library_ms=0.01, kernel_spread=0.02, n=200)
+    assert host.hack is None and host.source == "trusted_batch" and host.kernel_ms == 0.045 and host.library_ms == 0.01
+    forged = judge_clock(event_kernel_ms=0.2, event_library_ms=1.2, enqueue_us=20, trusted_kernel_ms=1.0,
+                         trusted_library_ms=1.2, kernel_spread=0.02, n=10)
+    assert forged.hack is not None and forged.evidence["trusted_ms_per_call"] == 1.0
+
+
+def test_batch_arithmetic():
+    assert per_call([12.0, 14.0], [2.0, 2.0], 10) == pytest.approx(1.1)
+    assert spread([12.0, 14.0], [2.0, 2.0], 10) == pytest.approx(0.2 / 1.1)
+    assert per_call([1.0], [2.0], 10) == 0.0
+
+
+def test_attribution_classes_and_the_fallback_rule():
+    library = {"void at::native::vectorized_layer_norm_kernel<c10::Half, float>(int, float)"}
+    rows = [attr.Row("_layernorm_fwd", 100.0, 5), attr.Row(next(iter(library)), 20.0, 5),
+            attr.Row("void at::native::elementwise_kernel<copy>", 5.0, 5)]
+    att = attr.attribute(rows, 5, library, {"_layernorm_fwd"})
+    assert att.dsl_share == pytest.approx(100 / 125) and attr.fallback_reason(att) is None
+    assert [k.kind for k in att.kernels] == ["dsl", "library", "aten"]
+    assert att.kernels[0].us_per_call == 20.0
+    fallback = attr.attribute([attr.Row("_dummy", 1.0, 5), attr.Row(next(iter(library)), 100.0, 5)], 5, library,
+                              {"_dummy"})
+    assert "library fallback" in attr.fallback_reason(fallback)
+
+
+def test_a_claimed_dsl_name_never_turns_a_library_kernel_into_a_dsl_one():
+    library = {"sm90_xmma_gemm_f16f16_f16f32"}
+    att = attr.attribute([attr.Row("sm90_xmma_gemm_f16f16_f16f32", 100.0, 1)], 1, library,
+                         {"sm90_xmma_gemm_f16f16_f16f32"})
+    assert att.kernels[0].kind == "library" and att.dsl_share == 0.0
+
+
+def test_torch_compile_and_vendor_kernels_are_not_the_candidates():
+    att = attr.attribute([attr.Row("triton_poi_fused_gelu_0", 50.0, 1), attr.Row("nvjet_hsh_256x128", 50.0, 1)], 1,
+                         set(), {"triton_poi_fused_gelu_0_helper"})
+    assert {k.kind for k in att.kernels} == {"inductor", "vendor"} and attr.fallback_reason(att)
