@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
 import os
 import random
 import secrets
@@ -39,25 +38,21 @@ from typing import Any
 from harness.execute import protocol as P
 from harness.execute.channel import ChannelError, Endpoint, send_raw_json
 from harness.execute.checker_client import CheckerDied
-from harness.execute.inputs import ROUND_TRANSFORMS, round_seed
+from harness.execute.inputs import round_seed
 from harness.execute.memory import TooLarge, estimate
-from harness.execute.options import MIN_TIMED_CHECKS
 from harness.execute.process import gpu_probe, kill_group, make_scratch, signame, spawn_worker, wait_briefly
 from harness.execute.scheduler import DeviceUnhealthy
 from harness.execute.task import DeviceContext, Task
-from harness.measure.timing import MIN_REPS, TimingConfig, choose_windows, hold_for, summarize
+from harness.execute.timing_phase import TimingPhase, stats
+from harness.measure.timing import TimingConfig, hold_for
 from harness.records import (CorrectnessStats, ErrorInfo, JobResult, KernelAttribution, Status, TimingStats,
                              TrustedTiming, Verification)
 from harness.results.ids import job_id, now
 from harness.score import attribution as attr
 from harness.score import judge
-from harness.score.clock import BASE_TOLERANCE, CPU_TOLERANCE, judge_clock, per_call, spread
+from harness.score.clock import BASE_TOLERANCE, CPU_TOLERANCE, judge_clock
 
 NOISY_IQR = 0.10
-QUIET_SAMPLES = 7
-BATCH_MAX_CALLS = 256
-BATCH_KEEP_BYTES = 2 << 30
-"""The worker keeps every output of a batch until the parent has chosen which to verify: at most this much."""
 
 
 class RetryAlone(Exception):
@@ -78,11 +73,6 @@ class _Died(Exception):
 
 class _Stop(Exception):
     """The workload (or the candidate) is decided; the conversation for it ends here."""
-
-
-def _stats(samples: list[float], timer: str) -> TimingStats:
-    s = summarize(samples)
-    return TimingStats(s["median_ms"], s["iqr_ms"], s["min_ms"], s["mean_ms"], tuple(samples), timer, l2_flush=True)
 
 
 class Session:
@@ -237,7 +227,7 @@ class Session:
                 shutil.rmtree(worker.scratch, ignore_errors=True)
         if retry is not None:
             raise retry
-        self._quiet_checks()
+        TimingPhase(self).quiet_checks()
         self._fail_rest(Status.HARNESS_ERROR, {"type": "NoReport", "message": "the worker reported nothing for this workload"})
         shared = self._phases["*"]
         records = [self.results[w.name].replace(phase_s={**shared, **self._phases.get(w.name, {})})
@@ -506,7 +496,8 @@ class Session:
         self._lap(w.name, "timing_wait_s")
         cfg: TimingConfig = o.timing
         with self.dev.checkers.lease(ctx.key) as checker:
-            result = self._sample(w, ctx, checker, cfg, lib_excess)
+            phase = TimingPhase(self)
+            result = phase.sample(w, ctx, checker, cfg, lib_excess)
             if isinstance(result, judge.Failure):
                 self._lap(w.name, "timing_s")
                 self._fail(w, result, correctness=corr)
@@ -519,14 +510,14 @@ class Session:
                 self._lap(w.name, "timing_s")
                 self._fail(w, kernels_t, correctness=corr)
                 raise _Stop
-            trusted = self._batches(w, ctx, checker, cand_ms, lib_ms, lib_excess)
+            trusted = phase.batches(w, ctx, checker, cand_ms, lib_ms, lib_excess)
             self._lap(w.name, "timing_s")
         if isinstance(trusted, judge.Failure):
             self._fail(w, trusted, correctness=corr)
             raise _Stop
         clock_info, batch_checks = trusted
         timer = "cuda_event" if self.cuda else "host_perf_counter"
-        kt, lt = _stats(cand_ms, timer), _stats(lib_ms, timer)
+        kt, lt = stats(cand_ms, timer), stats(lib_ms, timer)
         decision = judge_clock(event_kernel_ms=kt.median_ms, event_library_ms=lt.median_ms,
                                enqueue_us=statistics.median(cand_enq) if cand_enq else 0.0,
                                trusted_kernel_ms=clock_info["T_c"], trusted_library_ms=clock_info["T_l"],
@@ -544,8 +535,9 @@ class Session:
             return
         if decision.source == "trusted_batch":
             warnings.append(decision.note)
-            kt = _stats(self._per_call(clock_info["W_c"], clock_info["W_g"], clock_info["n"]), "parent_wall_clock")
-            lt = _stats(self._per_call(clock_info["W_l"], clock_info["W_g"], clock_info["n"]), "parent_wall_clock")
+            n = clock_info["n"]
+            kt = stats([max(0.0, b - g) / n for b, g in zip(clock_info["W_c"], clock_info["W_g"])], "parent_wall_clock")
+            lt = stats([max(0.0, b - g) / n for b, g in zip(clock_info["W_l"], clock_info["W_g"])], "parent_wall_clock")
         for label, st in (("kernel", kt), ("library", lt)):
             if st.relative_iqr > NOISY_IQR:
                 warnings.append(f"{label} timing is noisy: IQR/median = {st.relative_iqr:.0%} (> {NOISY_IQR:.0%})")
@@ -562,170 +554,3 @@ class Session:
                      warnings=tuple(warnings), trusted=tt, kernels=kernels_t or kernels, verification=verification,
                      evidence=evidence)
         self.timed.append((w, ctx, lt.median_ms, lt.relative_iqr))
-
-    @staticmethod
-    def _per_call(batches: list[float], inputs: list[float], n: int) -> list[float]:
-        return [max(0.0, b - g) / n for b, g in zip(batches, inputs)]
-
-    def _sample(self, w: Any, ctx: P.Context, checker: Any, cfg: TimingConfig, lib_excess: float):
-        """Warm-ups and samples, alternating worker and checker; verification at secret positions.
-
-        Returns (candidate ms, library ms, candidate enqueue us, calls verified, calls made, note on the
-        windows used), or a Failure.
-        """
-        o = self.o
-        limit = cfg.warmup + cfg.samples
-        n_checks = max(MIN_TIMED_CHECKS, math.ceil(o.check_share * cfg.samples))
-        positions = set(self._rng.sample(range(limit), min(limit, n_checks)))
-        cand_ms: list[float] = []
-        lib_ms: list[float] = []
-        cand_dev: list[float] = []
-        lib_dev: list[float] = []
-        cand_enq: list[float] = []
-        checks = 0
-        hold = hold_for(None)
-        release: tuple[int, ...] = ()
-        i = 0
-        while i < limit:
-            t_pair = time.monotonic()
-            cid = 1000 + i
-            seed = round_seed(o.base_seed, w.name, cid) ^ self._rng.getrandbits(32)
-            tr = self._rng.randrange(len(ROUND_TRANSFORMS))
-            check = i in positions
-            rep = self._call(cid, seed, tr, hold, release=release)
-            failed = self._judge_call(rep)
-            if failed is not None:
-                return failed
-            lib = checker.request(P.LibSample(ctx=ctx, seed=seed, transform=tr, hold_us=hold,
-                                              keep_id=cid if check else None))
-            if isinstance(lib, P.ErrorReply):
-                return judge.Failure(Status.HARNESS_ERROR, f"the library could not be timed: {lib.detail}",
-                                     retry_alone=lib.out_of_memory)
-            hold = hold_for(max(rep.enqueue_us, lib.enqueue_us))
-            if check:
-                failed = self._verify(w, checker, cid, i, "timed", lib_excess, inputs=True)
-                if failed is not None:
-                    return failed
-                checks += 1
-            release = (cid,)
-            if i >= cfg.warmup:
-                cand_ms.append(rep.stream_ms)
-                lib_ms.append(lib.stream_ms)
-                cand_dev.append(rep.device_ms)
-                lib_dev.append(lib.device_ms)
-                cand_enq.append(rep.enqueue_us)
-            if i == cfg.warmup:
-                # very slow calls: bound the phase by the parent's own clock (never below MIN_REPS samples),
-                # then keep the planned number of verifications within the shorter phase
-                per_pair = max(1e-6, time.monotonic() - t_pair)
-                limit = min(limit, cfg.warmup + max(MIN_REPS, int(cfg.budget_ms / 1e3 / per_pair)))
-                kept = {p for p in positions if p <= i or p < limit}
-                missing = n_checks - len(kept)
-                free = [p for p in range(i + 1, limit) if p not in kept]
-                positions = kept | set(self._rng.sample(free, min(len(free), max(0, missing))))
-            i += 1
-        self._send(P.Release(call_ids=release))
-        cand_ms, lib_ms, note = choose_windows(cand_ms, cand_dev, lib_ms, lib_dev)
-        return cand_ms, lib_ms, cand_enq, checks, limit, note
-
-    def _verify(self, w: Any, checker: Any, cid: int, position: int, phase: str, lib_excess: float,
-                inputs: bool) -> judge.Failure | None:
-        """Hand off a kept call and have the leased checker verify it against its kept library output."""
-        h = self._handoff(cid, inputs=inputs)
-        if h.error is not None:
-            return judge.hack(f"{phase} call {position}: its output could not be handed off ({h.error.message})",
-                              "handoff_refused", phase=phase, position=position)
-        v = checker.request(P.Verify(keep_id=cid, atol=w.atol, rtol=w.rtol, reduction_length=w.reduction_length,
-                                     tolerance_factor=2.0 * max(1.0, 1.5 * lib_excess),
-                                     in_place=self.p.in_place or not inputs, output_ipc=h.output_ipc,
-                                     output_path=h.output_path, input_ipc=h.input_ipc, input_path=h.input_path))
-        self._cleanup_files(h)
-        return judge.judge_verification(v, position, phase)
-
-    def _batches(self, w: Any, ctx: P.Context, checker: Any, cand_ms: list[float], lib_ms: list[float],
-                 lib_excess: float):
-        """The parent's clock: back-to-back batches of fresh calls, candidate and library, minus inputs alone."""
-        o = self.o
-        per = max(statistics.median(cand_ms), statistics.median(lib_ms), 1e-3)
-        out_bytes = getattr(w, "output_bytes", None) or max(1, w.min_bytes // 2)
-        n = max(2, min(BATCH_MAX_CALLS, math.ceil(o.batch_target_ms / per), BATCH_KEEP_BYTES // max(1, out_bytes)))
-        reps = max(1, o.batch_reps if self.cuda else 1)
-        W_c, W_l, W_g = [], [], []
-        checks = 0
-        for b in range(reps):
-            base = 100_000 + b * (n + 1)
-            ids = tuple(range(base, base + n))
-            seeds = tuple(round_seed(o.base_seed, w.name, cid) ^ self._rng.getrandbits(32) for cid in ids)
-            trs = tuple(self._rng.randrange(len(ROUND_TRANSFORMS)) for _ in ids)
-            k = self._rng.randrange(n)
-            t0 = time.monotonic()
-            g = checker.request(P.GenBatch(ctx=ctx, seeds=seeds, transforms=trs))
-            W_g.append((time.monotonic() - t0) * 1e3)
-            t0 = time.monotonic()
-            lb = checker.request(P.LibBatch(ctx=ctx, seeds=seeds, transforms=trs, keep={str(k): ids[k]}))
-            W_l.append((time.monotonic() - t0) * 1e3)
-            if isinstance(g, P.ErrorReply) or isinstance(lb, P.ErrorReply):
-                bad = g if isinstance(g, P.ErrorReply) else lb
-                return judge.Failure(Status.HARNESS_ERROR, f"the library's batch failed: {bad.detail}",
-                                     retry_alone=bad.out_of_memory)
-            t0 = time.monotonic()
-            self._send(P.Batch(call_ids=ids, seeds=seeds, transforms=trs))
-            rep = self._recv(o.timing_timeout_s, f"running a batch of {n} calls", P.BatchReport)
-            W_c.append((time.monotonic() - t0) * 1e3)
-            if rep.error is not None or rep.calls != n:
-                err = rep.error or P.Error("BatchIncomplete", f"{rep.calls} of {n} calls")
-                f = judge.Failure(Status.RUNTIME_ERROR, f"a timed batch failed: {err.type}: {err.message[:300]}",
-                                  retry_alone=rep.out_of_memory and self.cuda)
-                return f
-            failed = self._verify(w, checker, ids[k], k, "batch", lib_excess, inputs=False)
-            self._send(P.Release(call_ids=ids))
-            if failed is not None:
-                return failed
-            checks += 1
-        info = {"n": n, "W_c": W_c, "W_l": W_l, "W_g": W_g, "T_c": per_call(W_c, W_g, n), "T_l": per_call(W_l, W_g, n),
-                "T_g": statistics.median(W_g) / n, "spread": spread(W_c, W_g, n)}
-        return info, checks
-
-    # ------------------------------------------------------------------ contention
-    def _quiet_checks(self) -> None:
-        """With the worker gone: was the library slower while the candidate's process was alive?"""
-        if not self.cuda or not self.timed:
-            return
-        todo = []
-        for w, ctx, med, rel in self.timed:
-            with self.dev.lock:
-                known = self.dev.quiet_library.get(ctx.key)
-            if known is None or med > known[0] * (1 + judge.CONTENTION_MIN):
-                todo.append((w, ctx, med, rel))
-        if not todo:
-            return
-        self._acquire("exclusive")
-        try:
-            for w, ctx, med, rel in todo:
-                with self.dev.checkers.lease(ctx.key) as checker:
-                    samples = []
-                    hold = hold_for(None)
-                    for i in range(QUIET_SAMPLES):
-                        rep = checker.request(P.LibSample(ctx=ctx, seed=self._rng.getrandbits(48),
-                                                          transform=self._rng.randrange(len(ROUND_TRANSFORMS)),
-                                                          hold_us=hold))
-                        if isinstance(rep, P.ErrorReply):
-                            break
-                        hold = hold_for(rep.enqueue_us)
-                        if i:
-                            samples.append(rep.stream_ms)
-                if len(samples) < 3:
-                    continue
-                st = _stats(samples, "cuda_event")
-                with self.dev.lock:
-                    prev = self.dev.quiet_library.get(ctx.key)
-                    if prev is None or st.median_ms < prev[0]:
-                        self.dev.quiet_library[ctx.key] = (st.median_ms, st.relative_iqr)
-                failed = judge.judge_contention(med, rel, st.median_ms, st.relative_iqr)
-                if failed is not None:
-                    old = self.results[w.name]
-                    self.results[w.name] = old.replace(status=Status.REWARD_HACK,
-                                                       error=ErrorInfo(failed.evidence["mechanism"], failed.message),
-                                                       evidence=failed.evidence)
-        finally:
-            self._release()

@@ -1,0 +1,209 @@
+"""The timing phase of one workload, and the contention check after the worker has gone.
+
+Run by :class:`harness.execute.session.Session` with the GPU to itself and one
+checker process leased for the whole phase (its kept library outputs stay where
+they were made)::
+
+    W + S calls, alternating   worker Call(s_i, t_i)  /  checker LibSample(s_i, t_i)     fresh inputs each
+    at secret positions        worker Handoff  ->  checker Verify against the library's output
+    B batches per side         checker GenBatch, checker LibBatch, worker Batch   (the parent's clock)
+                               one call per batch, chosen afterwards: Handoff -> Verify
+
+and, once the candidate's process has exited, :meth:`TimingPhase.quiet_checks`
+measures the library again where this session's library times were slower
+than the run's best (or nothing was known yet).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from typing import Any
+
+from harness.execute import protocol as P
+from harness.execute.inputs import ROUND_TRANSFORMS, round_seed
+from harness.execute.options import MIN_TIMED_CHECKS
+from harness.measure.timing import MIN_REPS, TimingConfig, choose_windows, hold_for, summarize
+from harness.records import ErrorInfo, Status, TimingStats
+from harness.score import judge
+from harness.score.clock import per_call, spread
+
+QUIET_SAMPLES = 7
+BATCH_MAX_CALLS = 256
+BATCH_KEEP_BYTES = 2 << 30
+"""The worker keeps every output of a batch until the parent has chosen which to verify: at most this much."""
+
+
+def stats(samples: list[float], timer: str) -> TimingStats:
+    s = summarize(samples)
+    return TimingStats(s["median_ms"], s["iqr_ms"], s["min_ms"], s["mean_ms"], tuple(samples), timer, l2_flush=True)
+
+
+class TimingPhase:
+    """The timing conversation of one session (``s``: the :class:`Session` it serves)."""
+
+    def __init__(self, session: Any):
+        self.s = session
+
+    def sample(self, w: Any, ctx: P.Context, checker: Any, cfg: TimingConfig, lib_excess: float):
+        """Warm-ups and samples, alternating worker and checker; verification at secret positions.
+
+        Returns (candidate ms, library ms, candidate enqueue us, calls verified, calls made, note on the
+        windows used), or a Failure.
+        """
+        o = self.s.o
+        limit = cfg.warmup + cfg.samples
+        n_checks = max(MIN_TIMED_CHECKS, math.ceil(o.check_share * cfg.samples))
+        positions = set(self.s._rng.sample(range(limit), min(limit, n_checks)))
+        cand_ms: list[float] = []
+        lib_ms: list[float] = []
+        cand_dev: list[float] = []
+        lib_dev: list[float] = []
+        cand_enq: list[float] = []
+        checks = 0
+        hold = hold_for(None)
+        release: tuple[int, ...] = ()
+        i = 0
+        while i < limit:
+            t_pair = time.monotonic()
+            cid = 1000 + i
+            seed = round_seed(o.base_seed, w.name, cid) ^ self.s._rng.getrandbits(32)
+            tr = self.s._rng.randrange(len(ROUND_TRANSFORMS))
+            check = i in positions
+            rep = self.s._call(cid, seed, tr, hold, release=release)
+            failed = self.s._judge_call(rep)
+            if failed is not None:
+                return failed
+            lib = checker.request(P.LibSample(ctx=ctx, seed=seed, transform=tr, hold_us=hold,
+                                              keep_id=cid if check else None))
+            if isinstance(lib, P.ErrorReply):
+                return judge.Failure(Status.HARNESS_ERROR, f"the library could not be timed: {lib.detail}",
+                                     retry_alone=lib.out_of_memory)
+            hold = hold_for(max(rep.enqueue_us, lib.enqueue_us))
+            if check:
+                failed = self.verify(w, checker, cid, i, "timed", lib_excess, inputs=True)
+                if failed is not None:
+                    return failed
+                checks += 1
+            release = (cid,)
+            if i >= cfg.warmup:
+                cand_ms.append(rep.stream_ms)
+                lib_ms.append(lib.stream_ms)
+                cand_dev.append(rep.device_ms)
+                lib_dev.append(lib.device_ms)
+                cand_enq.append(rep.enqueue_us)
+            if i == cfg.warmup:
+                # very slow calls: bound the phase by the parent's own clock (never below MIN_REPS samples),
+                # then keep the planned number of verifications within the shorter phase
+                per_pair = max(1e-6, time.monotonic() - t_pair)
+                limit = min(limit, cfg.warmup + max(MIN_REPS, int(cfg.budget_ms / 1e3 / per_pair)))
+                kept = {p for p in positions if p <= i or p < limit}
+                missing = n_checks - len(kept)
+                free = [p for p in range(i + 1, limit) if p not in kept]
+                positions = kept | set(self.s._rng.sample(free, min(len(free), max(0, missing))))
+            i += 1
+        self.s._send(P.Release(call_ids=release))
+        cand_ms, lib_ms, note = choose_windows(cand_ms, cand_dev, lib_ms, lib_dev)
+        return cand_ms, lib_ms, cand_enq, checks, limit, note
+
+    def verify(self, w: Any, checker: Any, cid: int, position: int, phase: str, lib_excess: float,
+                inputs: bool) -> judge.Failure | None:
+        """Hand off a kept call and have the leased checker verify it against its kept library output."""
+        h = self.s._handoff(cid, inputs=inputs)
+        if h.error is not None:
+            return judge.hack(f"{phase} call {position}: its output could not be handed off ({h.error.message})",
+                              "handoff_refused", phase=phase, position=position)
+        v = checker.request(P.Verify(keep_id=cid, atol=w.atol, rtol=w.rtol, reduction_length=w.reduction_length,
+                                     tolerance_factor=2.0 * max(1.0, 1.5 * lib_excess),
+                                     in_place=self.s.p.in_place or not inputs, output_ipc=h.output_ipc,
+                                     output_path=h.output_path, input_ipc=h.input_ipc, input_path=h.input_path))
+        self.s._cleanup_files(h)
+        return judge.judge_verification(v, position, phase)
+
+    def batches(self, w: Any, ctx: P.Context, checker: Any, cand_ms: list[float], lib_ms: list[float],
+                 lib_excess: float):
+        """The parent's clock: back-to-back batches of fresh calls, candidate and library, minus inputs alone."""
+        o = self.s.o
+        per = max(statistics.median(cand_ms), statistics.median(lib_ms), 1e-3)
+        out_bytes = getattr(w, "output_bytes", None) or max(1, w.min_bytes // 2)
+        n = max(2, min(BATCH_MAX_CALLS, math.ceil(o.batch_target_ms / per), BATCH_KEEP_BYTES // max(1, out_bytes)))
+        reps = max(1, o.batch_reps if self.s.cuda else 1)
+        W_c, W_l, W_g = [], [], []
+        checks = 0
+        for b in range(reps):
+            base = 100_000 + b * (n + 1)
+            ids = tuple(range(base, base + n))
+            seeds = tuple(round_seed(o.base_seed, w.name, cid) ^ self.s._rng.getrandbits(32) for cid in ids)
+            trs = tuple(self.s._rng.randrange(len(ROUND_TRANSFORMS)) for _ in ids)
+            k = self.s._rng.randrange(n)
+            t0 = time.monotonic()
+            g = checker.request(P.GenBatch(ctx=ctx, seeds=seeds, transforms=trs))
+            W_g.append((time.monotonic() - t0) * 1e3)
+            t0 = time.monotonic()
+            lb = checker.request(P.LibBatch(ctx=ctx, seeds=seeds, transforms=trs, keep={str(k): ids[k]}))
+            W_l.append((time.monotonic() - t0) * 1e3)
+            if isinstance(g, P.ErrorReply) or isinstance(lb, P.ErrorReply):
+                bad = g if isinstance(g, P.ErrorReply) else lb
+                return judge.Failure(Status.HARNESS_ERROR, f"the library's batch failed: {bad.detail}",
+                                     retry_alone=bad.out_of_memory)
+            t0 = time.monotonic()
+            self.s._send(P.Batch(call_ids=ids, seeds=seeds, transforms=trs))
+            rep = self.s._recv(o.timing_timeout_s, f"running a batch of {n} calls", P.BatchReport)
+            W_c.append((time.monotonic() - t0) * 1e3)
+            if rep.error is not None or rep.calls != n:
+                err = rep.error or P.Error("BatchIncomplete", f"{rep.calls} of {n} calls")
+                f = judge.Failure(Status.RUNTIME_ERROR, f"a timed batch failed: {err.type}: {err.message[:300]}",
+                                  retry_alone=rep.out_of_memory and self.s.cuda)
+                return f
+            failed = self.verify(w, checker, ids[k], k, "batch", lib_excess, inputs=False)
+            self.s._send(P.Release(call_ids=ids))
+            if failed is not None:
+                return failed
+            checks += 1
+        info = {"n": n, "W_c": W_c, "W_l": W_l, "W_g": W_g, "T_c": per_call(W_c, W_g, n), "T_l": per_call(W_l, W_g, n),
+                "T_g": statistics.median(W_g) / n, "spread": spread(W_c, W_g, n)}
+        return info, checks
+
+    def quiet_checks(self) -> None:
+        """With the worker gone: was the library slower while the candidate's process was alive?"""
+        if not self.s.cuda or not self.s.timed:
+            return
+        todo = []
+        for w, ctx, med, rel in self.s.timed:
+            with self.s.dev.lock:
+                known = self.s.dev.quiet_library.get(ctx.key)
+            if known is None or med > known[0] * (1 + judge.CONTENTION_MIN):
+                todo.append((w, ctx, med, rel))
+        if not todo:
+            return
+        self.s._acquire("exclusive")
+        try:
+            for w, ctx, med, rel in todo:
+                with self.s.dev.checkers.lease(ctx.key) as checker:
+                    samples = []
+                    hold = hold_for(None)
+                    for i in range(QUIET_SAMPLES):
+                        rep = checker.request(P.LibSample(ctx=ctx, seed=self.s._rng.getrandbits(48),
+                                                          transform=self.s._rng.randrange(len(ROUND_TRANSFORMS)),
+                                                          hold_us=hold))
+                        if isinstance(rep, P.ErrorReply):
+                            break
+                        hold = hold_for(rep.enqueue_us)
+                        if i:
+                            samples.append(rep.stream_ms)
+                if len(samples) < 3:
+                    continue
+                st = stats(samples, "cuda_event")
+                with self.s.dev.lock:
+                    prev = self.s.dev.quiet_library.get(ctx.key)
+                    if prev is None or st.median_ms < prev[0]:
+                        self.s.dev.quiet_library[ctx.key] = (st.median_ms, st.relative_iqr)
+                failed = judge.judge_contention(med, rel, st.median_ms, st.relative_iqr)
+                if failed is not None:
+                    old = self.s.results[w.name]
+                    self.s.results[w.name] = old.replace(status=Status.REWARD_HACK,
+                                                       error=ErrorInfo(failed.evidence["mechanism"], failed.message),
+                                                       evidence=failed.evidence)
+        finally:
+            self.s._release()
