@@ -94,3 +94,61 @@ def test_device_helper_with_block_arguments_is_not_sequential():
         """
     )
     assert not [f for f in findings if f.rule == "sequential-reduction"]
+
+
+def test_lane_index_divided_down_is_a_broadcast_not_a_strided_walk():
+    # oc = offs // HW changes once per HW lanes: the weight load is (nearly) one address per block
+    findings = _lint(
+        """
+        @triton.jit
+        def scale_by_channel(x_ptr, w_ptr, y_ptr, total, HW, C, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tmp = offs // HW
+            oc = tmp % C
+            w = tl.load(w_ptr + oc * HW, mask=offs < total)
+            tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < total) * w, mask=offs < total)
+
+        class ModelNew(nn.Module):
+            def forward(self, x, w):
+                N, C, H, W = x.shape
+                y = torch.empty_like(x)
+                scale_by_channel[(triton.cdiv(x.numel(), 256),)](x, w, y, x.numel(), x.shape[-1], C, BLOCK=256)
+                return y
+        """
+    )
+    assert not [f for f in findings if f.rule == "non-coalesced-access"]
+
+
+def test_single_lane_load_is_not_non_coalesced():
+    findings = _lint(
+        """
+        @triton.jit
+        def per_channel(x_ptr, w_ptr, y_ptr, HW, n_cols, BLOCK_C: tl.constexpr, BLOCK_HW: tl.constexpr):
+            co = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
+            hw = tl.program_id(1) * BLOCK_HW + tl.arange(0, BLOCK_HW)
+            w = tl.load(w_ptr + co * n_cols)
+            x = tl.load(x_ptr + co[None, :] * HW + hw[:, None])
+            tl.store(y_ptr + co[None, :] * HW + hw[:, None], x * w[None, :])
+
+        class ModelNew(nn.Module):
+            def forward(self, x, w):
+                y = torch.empty_like(x)
+                per_channel[(x.shape[0], 4)](x, w, y, x.shape[1], w.shape[-1], BLOCK_C=1, BLOCK_HW=128)
+                return y
+        """
+    )
+    assert not [f for f in findings if f.rule == "non-coalesced-access"]
+
+
+def test_column_walk_by_row_stride_is_still_non_coalesced():
+    findings = _lint(
+        """
+        @triton.jit
+        def col_sum(x_ptr, y_ptr, M, row_stride, BLOCK: tl.constexpr):
+            col = tl.program_id(0)
+            rows = tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + rows * row_stride + col, mask=rows < M, other=0.0)
+            tl.store(y_ptr + col, tl.sum(x, axis=0))
+        """
+    )
+    assert [f.rule for f in findings] == ["non-coalesced-access"]

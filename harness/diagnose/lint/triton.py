@@ -302,11 +302,19 @@ def _inline(k: TritonKernel, e: ast.AST, depth: int = 0) -> ast.AST:
 
 
 def _arange_terms(k: TritonKernel, e: ast.AST) -> list[str]:
-    """Stride kind of each additive term of a pointer expression that holds a tl.arange."""
+    """Stride kind of each additive term of a pointer expression that holds a tl.arange.
+
+    A term whose lanes reach it only through ``//`` (``oc = offs // (H * W)``)
+    changes once per many lanes: neighbouring lanes read the same address (a
+    broadcast), whatever the term is multiplied by, so it is ``unknown``, not
+    a row stride.
+    """
     if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)):
         return _arange_terms(k, e.left) + _arange_terms(k, e.right)
     if not _has_arange(k, e):
         return []
+    if not _has_fast_lane(k, e):
+        return ["unknown"]
     if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mult):
         lv, rv = _has_arange(k, e.left), _has_arange(k, e.right)
         if lv and not rv:
@@ -333,12 +341,72 @@ def _has_arange(k: TritonKernel, e: ast.AST) -> bool:
     return False
 
 
+def _has_fast_lane(k: TritonKernel, e: ast.AST) -> bool:
+    """``e`` varies from one tl.arange lane to the next: an arange reaches it other than through ``//``."""
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.FloorDiv):
+            continue  # the quotient of a lane index changes once per divisor's worth of lanes
+        if isinstance(n, ast.Call) and k.tl(n, "arange"):
+            return True
+        if isinstance(n, ast.Name) and n.id in k.arange_names and n.id not in _slow_names(k):
+            return True
+        stack.extend(ast.iter_child_nodes(n))
+    return False
+
+
+def _slow_names(k: TritonKernel) -> set[str]:
+    """Names built from tl.arange only through ``//`` (``tmp = offs // W; oc = tmp % C``): slow across lanes."""
+    cached = k.derived.get("slow_lane_names")
+    if cached is not None:
+        return cached
+    slow: set[str] = set()
+    k.derived["slow_lane_names"] = slow  # filled in place; recursive lookups see the names found so far
+    pairs = [(t, n.value) for n in k.nodes if isinstance(n, ast.Assign) for t in n.targets]
+    changed = True
+    while changed:
+        changed = False
+        for name in k.arange_names - slow:
+            values = [v for t, v in pairs if name in target_names(t)]
+            if values and all(_has_arange(k, v) and not _has_fast_lane(k, v) for v in values):
+                slow.add(name)
+                changed = True
+    return slow
+
+
+def _lane_extent(k: TritonKernel, ptr: ast.AST) -> int | None:
+    """Largest resolved tl.arange extent an address is built from; ``None`` if any is unknown."""
+    extents: list[int] = []
+    seen: set[str] = set()
+    stack = [ptr]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Call) and k.tl(n, "arange"):
+            start, end = call_arg(n, 0, "start"), call_arg(n, 1, "end")
+            s = k.resolve(start) if start is not None else {0}
+            e = k.resolve(end) if end is not None else None
+            if s is None or e is None:
+                return None
+            extents.append(max(e) - min(s))
+            continue
+        if isinstance(n, ast.Name) and n.id in k.arange_names and n.id not in seen:
+            seen.add(n.id)
+            stack.extend(k.values(n.id))
+        stack.extend(ast.iter_child_nodes(n))
+    return max(extents) if extents else None
+
+
 def _coalescing(k: TritonKernel) -> list[Finding]:
+    """Loads/stores with no lane-contiguous axis; single-lane and broadcast (``//``) lanes are left alone."""
     out: list[Finding] = []
     for call in k.calls("load", "store"):
         ptr = call_arg(call, 0, "pointer")
         if ptr is None or k.is_vec(ptr) is False:
             continue
+        extent = _lane_extent(k, ptr)
+        if extent is not None and extent <= 1:
+            continue  # one lane: nothing to coalesce
         terms = _arange_terms(k, _inline(k, ptr))
         if terms and all(t == "outer" for t in terms):
             op = "tl.load" if k.tl(call, "load") else "tl.store"

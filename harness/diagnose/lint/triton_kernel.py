@@ -56,6 +56,8 @@ class TritonKernel:
         self._plain_values: dict[str, list[ast.AST]] = {}
         self.synth: dict[str, ast.AST] = {}  # ``pid % K`` written inside an address: an index of its own
         self._ptr_params: set[str] | None = None
+        self.derived: dict[str, set[str]] = {}
+        """Per-kernel caches of rule modules' derived name sets (e.g. slow-varying lane indices)."""
 
     # -- dataflow ----------------------------------------------------------------
 
