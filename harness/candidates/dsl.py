@@ -125,7 +125,10 @@ def _by_imports(imported: frozenset[str]) -> str:
 
 
 def _imports(tree: ast.AST) -> tuple[dict[str, str], frozenset[str]]:
-    """``(local name -> dotted path it stands for, top-level modules imported)``, from every import (inside functions too)."""
+    """``(local name -> dotted path it stands for, top-level modules imported)`` from every import.
+
+    Imports inside functions count too: candidates often import lazily.
+    """
     aliases: dict[str, str] = {}
     roots: set[str] = set()
     for node in ast.walk(tree):

@@ -88,7 +88,8 @@ def table(rows: list[dict]) -> str:
 
 def by_pool(rows: list[dict]) -> str:
     """Per pool: kernels, labelled defects, TP, FP, FN over all rules."""
-    out = ["| pool | kernels | labelled | flagged | TP | FP | FN |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    out = ["| pool | kernels | labelled | flagged | TP | FP | FN |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     groups: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         groups[r["kernel"].pool].append(r)

@@ -88,8 +88,12 @@ def rebound_before(loop: ast.AST, stmt: ast.stmt, names: set[str]) -> set[str]:
     return out
 
 
-def range_trip(idx: ModuleIndex, loop: ast.AST, resolve) -> int | None:
-    """Largest possible trip count of ``for _ in range(...)``-like loops; ``None`` if unknown."""
+def range_trip(loop: ast.AST, resolve) -> int | None:
+    """Largest possible trip count of ``for _ in range(...)``-like loops; ``None`` if unknown.
+
+    ``resolve(expr)`` gives the possible integer values of an argument (``None``
+    if unknown): the kernel's constexpr / launch-argument resolution.
+    """
     if not isinstance(loop, ast.For) or not isinstance(loop.iter, ast.Call):
         return None
     args = [a for a in loop.iter.args if not isinstance(a, ast.Starred)]

@@ -295,7 +295,7 @@ class ModuleContext:
     # -- running the rules ------------------------------------------------------------------
 
     def run(self, kernel_dsls: frozenset[str] | set[str], host: bool = True) -> list[Finding]:
-        """Findings of the kernel rules of ``kernel_dsls`` (``triton``, ``tilelang``) and, if ``host``, the host rules."""
+        """Findings of the kernel rules of ``kernel_dsls`` (``triton``, ``tilelang``) and, if ``host``, host rules."""
         out: list[Finding] = []
         if "triton" in kernel_dsls:
             for k in self.triton.values():

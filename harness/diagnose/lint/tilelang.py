@@ -158,7 +158,7 @@ def _serial_accumulation(tlm: TileLangModule, k: TLKernel, loops: list[ast.AST])
     for lp in loops:
         if not isinstance(lp, ast.For) or tlm.loop_kind(lp) != "serial":
             continue
-        trip = range_trip(tlm.idx, lp, lambda e: tlm.resolve(k, e))
+        trip = range_trip(lp, lambda e: tlm.resolve(k, e))
         if trip is not None and trip < 32:
             continue
         var = target_names(lp.target)

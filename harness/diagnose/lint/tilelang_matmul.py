@@ -129,7 +129,7 @@ def matmul_without_gemm(tlm: TileLangModule, k: TLKernel) -> Finding | None:
         return False
 
     def runtime(lp: ast.AST) -> bool:
-        trip = range_trip(tlm.idx, lp, lambda e: tlm.resolve(k, e))
+        trip = range_trip(lp, lambda e: tlm.resolve(k, e))
         if trip is not None:
             return trip >= 16
         unrolled = isinstance(lp, ast.For) and isinstance(lp.iter, ast.Call) and tlm.tq(lp.iter) in ("unroll", "Unroll")

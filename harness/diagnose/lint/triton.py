@@ -48,7 +48,7 @@ def check(k: TritonKernel) -> list[Finding]:
 
 def _sequential_reduction(k: TritonKernel) -> list[Finding]:
     for loop in loops_in(k.fn):
-        trip = range_trip(k.idx, loop, k.resolve)
+        trip = range_trip(loop, k.resolve)
         if trip is not None and trip < 16:
             continue
         varying = assigned_in(loop)
@@ -236,7 +236,8 @@ def _block_size(k: TritonKernel) -> list[Finding]:
     if uses_dot:
         small = {key: size for key, size in sizes.items() if size < 16}
         if small:
-            desc = ", ".join(f"{key}={size}" for key, size in sorted(small.items()) if not key.startswith("@")) or "tl.arange"
+            named = [f"{key}={size}" for key, size in sorted(small.items()) if not key.startswith("@")]
+            desc = ", ".join(named) or "tl.arange"
             out.append(finding(
                 "tiny-tile", KIND, "defect", aranges[0].lineno,
                 f"`{k.name}`: tl.dot tile dimension under 16 ({desc})",
@@ -245,7 +246,8 @@ def _block_size(k: TritonKernel) -> list[Finding]:
     total = 1
     for v in sizes.values():
         total *= max(v, 1)
-    desc = ", ".join(f"{key}={size}" for key, size in sorted(sizes.items()) if not key.startswith("@")) or f"{total} elements"
+    named = [f"{key}={size}" for key, size in sorted(sizes.items()) if not key.startswith("@")]
+    desc = ", ".join(named) or f"{total} elements"
     if total <= 1:
         out.append(finding(
             "one-element-per-program", KIND, "defect", aranges[0].lineno,

@@ -14,7 +14,15 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from harness.diagnose._astutil import FuncDef, call_arg, func_params, param_defaults, str_const, target_names, walk_scope
+from harness.diagnose._astutil import (
+    FuncDef,
+    call_arg,
+    func_params,
+    param_defaults,
+    str_const,
+    target_names,
+    walk_scope,
+)
 
 if TYPE_CHECKING:
     from harness.diagnose.lint.module import ModuleContext

@@ -176,7 +176,7 @@ def _carrying_loops(k: TritonKernel, stmt: ast.stmt, target: str) -> list[ast.Fo
 
 def _runtime_loop(k: TritonKernel, loop: ast.For | ast.While) -> bool:
     """A loop whose trip count is not a small constant (``tl.static_range`` counts as constant)."""
-    trip = range_trip(k.idx, loop, k.resolve)
+    trip = range_trip(loop, k.resolve)
     if trip is not None:
         return trip >= 16
     return not (isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call) and k.tl(loop.iter, "static_range"))
