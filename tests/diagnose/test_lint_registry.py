@@ -136,6 +136,12 @@ def test_a_finding_outside_the_declared_kinds_or_severities_is_refused():
         REGISTRY.finding("tiny-tiles", "cuda", "defect", 1, "m")
 
 
+def test_docs_describe_every_rule():
+    text = (REPO / "docs" / "lint.md").read_text(encoding="utf-8")
+    missing = [r for r in RULES if f"`{r}`" not in text]
+    assert not missing, f"docs/lint.md does not describe {missing}"
+
+
 def test_rule_records_serialise():
     d = REGISTRY.get("fp64-promotion").to_dict()
     assert d["id"] == "fp64-promotion" and d["kinds"] == ["triton", "tilelang", "host", "cuda"]
