@@ -95,27 +95,13 @@ def read_manifest(folder: Path) -> Manifest:
 
 
 def detect_dsl(source: str) -> str:
-    """Which DSL a candidate uses: a ``# kernelgate: dsl=...`` header wins, else its imports."""
-    m = _DSL_HEADER.search(source)
-    if m and m.group(1) in DSLS:
-        return m.group(1)
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return "unknown"
-    mods: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            mods.update(a.name.split(".")[0] for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            mods.add(node.module.split(".")[0])
-    if "tilelang" in mods:
-        return "tilelang"
-    if "triton" in mods:
-        return "triton"
-    if "torch" in mods:
-        return "torch"
-    return "unknown"
+    """Which DSL a candidate uses: a ``# kernelgate: dsl=...`` header wins, else the kernels it defines, else its imports.
+
+    One rule for discovery and the lint: :func:`harness.candidates.dsl.detect_dsl`.
+    """
+    from harness.candidates.dsl import detect_dsl as shared_detect_dsl
+
+    return shared_detect_dsl(source)
 
 
 def load_kernelbench_map(spec: str | None, problem_ids: list[str]) -> dict[tuple[int, int], str]:

@@ -2,13 +2,15 @@
 
 * :mod:`harness.diagnose.lint` -- slow-by-construction patterns in Triton /
   TileLang candidates (``lint_source``, ``lint_cuda_source``, ``lint_path``);
+  a package: a rule registry, one module per DSL, host code and lowered CUDA;
 * :mod:`harness.diagnose.anticheat` -- static screening for reward hacks
   (``scan_source``);
 * :mod:`harness.diagnose.findings` -- the shared :class:`Finding` record and
   ``format_findings``.
 
 Both analyzers read source text with ``ast`` only; they never import or run
-candidate code. Importing this package does no work: the names below are
+candidate code. ``detect_dsl`` is :func:`harness.candidates.dsl.detect_dsl`,
+the label discovery uses too. Importing this package does no work: the names below are
 loaded on first use.
 """
 
@@ -30,7 +32,7 @@ __all__ = [
 _LOCATIONS = {
     "Finding": "findings",
     "format_findings": "findings",
-    "detect_dsl": "lint",
+    "detect_dsl": "lint",  # re-exported from harness.candidates.dsl
     "lint_cuda_source": "lint",
     "lint_path": "lint",
     "lint_source": "lint",

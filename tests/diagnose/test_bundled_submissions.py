@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness.diagnose.findings import format_findings
-from harness.diagnose.lint import RULES, lint_source
+from harness.diagnose.lint import REGISTRY, RULES, lint_source
 
 REPO = Path(__file__).resolve().parents[2]
 SUBMISSIONS = REPO / "submissions"
@@ -57,6 +57,8 @@ REFERENCE_FILES = [p for folder in REFERENCES for p in _py_files(SUBMISSIONS / f
 
 def test_expected_rules_are_real_rules():
     for suffix, rules in EXPECTED.items():
+        for rule in rules:
+            REGISTRY.get(rule)  # an unknown id raises with the closest known ids
         assert rules and rules <= set(RULES), suffix
 
 
