@@ -101,26 +101,41 @@ def _run(args: list[str], *, binary: str | None = None) -> subprocess.CompletedP
         raise RuntimeError("chromium is not installed (Debian: apt-get install -y chromium)")
     with tempfile.TemporaryDirectory(prefix="kg-chromium-") as profile:
         return subprocess.run([binary, *FLAGS, f"--user-data-dir={profile}", *args], capture_output=True,
-                              text=True, timeout=TIMEOUT_S)
+                              text=True, timeout=TIMEOUT_S, check=False)
 
 
-def measure(report: str | Path, width: int, *, height: int = 1000) -> dict:
-    """Overflow measurements of the report at ``width`` CSS pixels (see the module docstring)."""
+def page_result(report: str | Path, width: int, script: str, *, height: int = 1000) -> dict:
+    """Load a copy of the page with ``script`` appended and return what it put in ``<pre id="kg-measure">``.
+
+    ``script`` is a ``<script>`` element that writes one JSON value as the
+    text of a ``<pre id="kg-measure">`` it appends to the body; Chromium's
+    ``--dump-dom`` returns the DOM after the load event.
+    """
     src = _html_path(report)
     html = src.read_text(encoding="utf-8")
     cut = html.rfind("</body>")
     if cut < 0:
-        raise ValueError(f"{src}: no </body>; not a KernelGate report")
+        raise ValueError(f"{src}: no </body>; not an HTML report")
     with tempfile.TemporaryDirectory(prefix="kg-measure-") as tmp:
         page = Path(tmp) / "measure.html"
-        page.write_text(html[:cut] + MEASURE_JS + html[cut:], encoding="utf-8")
+        page.write_text(html[:cut] + script + html[cut:], encoding="utf-8")
         proc = _run([f"--window-size={width},{height}", "--force-device-scale-factor=1", "--dump-dom",
                      page.as_uri()])
-    m = re.search(r'<pre id="kg-measure">(.*?)</pre>', proc.stdout, re.S)
+    m = re.search(r'<pre id="kg-measure">(.*?)</pre>', proc.stdout, re.DOTALL)
     if m is None:
-        raise RuntimeError(f"chromium returned no measurement (exit {proc.returncode}): {proc.stderr[-1500:]}")
-    text = m.group(1).replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
-    out = json.loads(text)
+        raise RuntimeError(f"chromium returned no result (exit {proc.returncode}): {proc.stderr[-1500:]}")
+    return json.loads(html_unescape(m.group(1)))
+
+
+def html_unescape(text: str) -> str:
+    import html
+
+    return html.unescape(text)
+
+
+def measure(report: str | Path, width: int, *, height: int = 1000) -> dict:
+    """Overflow measurements of the report at ``width`` CSS pixels (see the module docstring)."""
+    out = page_result(report, width, MEASURE_JS, height=height)
     out["width_px"] = width
     return out
 

@@ -235,7 +235,9 @@ def context(lb: dict, *, title: str, chart_notes: list[str], comparison: dict | 
     cpu_labels = [g["label"] for g in lb["generators"] if g["overall"]["n_cpu_path"]]
     hot = None
     if roofline_map:
-        hot = {"width": roofline_map["width_px"], "height": roofline_map["height_px"],
+        from harness.report.plots import HOTSPOT_RADIUS_PX
+
+        hot = {"width": roofline_map["width_px"], "height": roofline_map["height_px"], "radius": HOTSPOT_RADIUS_PX,
                "n_labelled": roofline_map["n_labelled"],
                "points": [{"x": h["x_px"], "y": h["y_px"], "title": h["title"]} for h in roofline_map["hotspots"]]}
     return {
@@ -270,21 +272,21 @@ def context(lb: dict, *, title: str, chart_notes: list[str], comparison: dict | 
     }
 
 
-_BREAK_AFTER = re.compile(r"([/_@-]+)")
+_BREAK = re.compile(r"(?<=[/_-])|(?=@)")
 
 
 def _breakable(text: object):
-    """Escaped ``text`` with line-break opportunities (``<wbr>``) after ``/ _ @ -`` (not ``.``: versions stay whole).
+    """Escaped ``text`` with line-break opportunities (``<wbr>``) after ``/ _ -`` and before ``@``.
 
     Names such as ``defects/conv2d_3x3__naive_direct.py``, ``INCORRECT_NUMERICAL``
-    or ``adversarial-fixtures@1`` then wrap at their parts in a narrow column
-    instead of widening the table or breaking mid-word.
+    or ``tilelang-reference@1.0`` then wrap at their parts in a narrow column
+    (``tilelang-reference`` / ``@1.0``) instead of widening the table or
+    breaking mid-word; ``.`` is no break, so versions and numbers stay whole.
     """
     import markupsafe
 
-    parts = _BREAK_AFTER.split(str(text))
-    return markupsafe.Markup("").join(markupsafe.escape(x) + (markupsafe.Markup("<wbr>") if i % 2 else "")
-                                      for i, x in enumerate(parts))
+    parts = [p for p in _BREAK.split(str(text))]
+    return markupsafe.Markup("<wbr>").join(markupsafe.escape(p) for p in parts)
 
 
 def _environment(autoescape: bool):

@@ -98,6 +98,10 @@ def _flops_text(fps: float) -> str:
     return f"{fps / 1e12:.3g} TFLOP/s" if fps >= 1e11 else f"{fps / 1e9:.3g} GFLOP/s"
 
 
+HOTSPOT_RADIUS_PX = 6.0
+"""Radius of a point's hover target in the report; points closer than twice this share one target (so no two
+targets overlap)."""
+
 MARKER_CLEARANCE_PX = 4.0
 """Half the side of the square around each plotted point that labels keep clear of."""
 
@@ -105,10 +109,12 @@ LABEL_OFFSETS_PT = ((5, 4), (5, -9), (-5, 4), (-5, -9), (0, 9), (0, -14))
 """Where a point's label may go, in points from the point (first that fits wins)."""
 
 
-def _label_points(fig, ax, points: list[dict]) -> int:
+def _label_points(fig, ax, points: list[dict], obstacles: list | None = None) -> int:
     """Label the flagged kernel points where a label fits inside the axes, clear of other labels and points.
 
-    Returns how many were labelled; the rest are named by the report's hover titles only.
+    ``obstacles``: artists (the roofs' labels) that labels must not cover
+    either. Returns how many were labelled; the rest are named by the
+    report's hover titles only.
     """
     from matplotlib.transforms import Bbox
 
@@ -119,7 +125,7 @@ def _label_points(fig, ax, points: list[dict]) -> int:
     for p in points:
         x, y = ax.transData.transform((p["ai"], p["flops_per_s"]))
         markers[id(p)] = Bbox.from_extents(x - r, y - r, x + r, y + r)
-    placed: list = []
+    placed: list = [a.get_window_extent(renderer) for a in obstacles or ()]
     n = 0
     for p in sorted((p for p in points if p["flagged"] and not p["library"]), key=lambda p: (-p["flops_per_s"], p["name"])):
         for dx, dy in LABEL_OFFSETS_PT:
@@ -156,13 +162,16 @@ def _peak_groups(peaks: dict[str, float]) -> list[list[str]]:
 def roofline_chart(points: list[dict], ceilings: dict | None) -> dict | None:
     """{"png": bytes, "width_px", "height_px", "hotspots": [{x_px, y_px, title}], "n_labelled"}; None without matplotlib.
 
-    ``hotspots`` are pixel positions in the PNG (origin top left), one per
-    plotted point, for hover titles over the image.
+    ``hotspots`` are pixel positions in the PNG (origin top left) with a
+    title naming the point, for hover titles over the image; points within
+    twice :data:`HOTSPOT_RADIUS_PX` of each other share one hotspot whose title
+    has a line per point, so no point hides another's name.
     """
     fig = _figure(9.6, 5.8)
     if fig is None:
         return None
     ax = fig.add_subplot()
+    roof_labels: list = []
     ax.set_xscale("log")
     ax.set_yscale("log")
     series = sorted({p["series"] for p in points if not p["library"]})
@@ -193,8 +202,8 @@ def roofline_chart(points: list[dict], ceilings: dict | None) -> dict | None:
             top = max(peaks[u] for u in group)
             ax.plot(xs, [min(bw * x, top) for x in xs], color="grey", lw=0.8, ls="--")
             text = ", ".join(f"{u} {_tflops_number(peaks[u])}" for u in sorted(group, key=lambda u: -peaks[u]))
-            ax.annotate(f"{text} TFLOP/s", (hi, top), xytext=(-4, 3), textcoords="offset points", ha="right",
-                        fontsize=7, color="dimgrey")
+            roof_labels.append(ax.annotate(f"{text} TFLOP/s", (hi, top), xytext=(-4, 3), textcoords="offset points",
+                                           ha="right", fontsize=7, color="dimgrey"))
     ax.set_xlim(lo, hi)
     ax.set_xlabel("arithmetic intensity (FLOPs / minimum bytes)")
     ax.set_ylabel("achieved FLOP/s")
@@ -203,13 +212,19 @@ def roofline_chart(points: list[dict], ceilings: dict | None) -> dict | None:
     if points:
         ax.legend(fontsize=7, loc="lower right")
     fig.canvas.draw()  # fixes the constrained layout, so label boxes and pixel positions are final
-    n_labelled = _label_points(fig, ax, points)
+    n_labelled = _label_points(fig, ax, points, roof_labels + ([ax.get_legend()] if ax.get_legend() else []))
     fig.canvas.draw()
-    width, height = (int(round(v)) for v in fig.canvas.get_width_height())
-    hotspots = []
+    width, height = fig.canvas.get_width_height()
+    hotspots: list[dict] = []
     for p in points:
         x, y = ax.transData.transform((p["ai"], p["flops_per_s"]))
-        hotspots.append({"x_px": round(float(x), 1), "y_px": round(height - float(y), 1), "title": p["title"]})
+        x, y = round(float(x), 1), round(height - float(y), 1)
+        near = next((h for h in hotspots if (h["x_px"] - x) ** 2 + (h["y_px"] - y) ** 2 < (2 * HOTSPOT_RADIUS_PX) ** 2),
+                    None)
+        if near is not None:  # points this close share one target, which names them all
+            near["title"] += "\n" + p["title"]
+        else:
+            hotspots.append({"x_px": x, "y_px": y, "title": p["title"]})
     return {"png": _png(fig), "width_px": width, "height_px": height, "hotspots": hotspots, "n_labelled": n_labelled}
 
 

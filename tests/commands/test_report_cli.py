@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
-from synth_results import CEILINGS, suite  # noqa: E402
+from synth_results import CEILINGS, ENV_CPU, LN1, SM, floor_ms, record, suite  # noqa: E402
 
 from harness.cli import main  # noqa: E402
 from harness.jsonio import loads, read_jsonl, write_json  # noqa: E402
@@ -149,7 +149,6 @@ def test_merge(results_dir, tmp_path, capsys):
 
 # --- issue #16: everyday use -------------------------------------------------------------------------------------
 
-from synth_results import ENV_CPU, LN1, SM, floor_ms, record  # noqa: E402
 
 
 def _store(path: Path, records) -> Path:
