@@ -13,11 +13,11 @@ Writes DIR/report.html (self-contained: inline CSS, charts embedded) and DIR/rep
 as PNG files); DIR defaults to a 'report' folder beside the first results file. Charts need matplotlib
 (pip install 'kernelgate[plot]'); without it the tables still render.
 
-Sections: leaderboard, per category, a generator comparison when the results hold several generators or
-versions (each version against its previous one, other generators against --baseline; the pairing, ratios
-and CIs of 'kernelgate compare'), roofline (flagged kernels labelled, every point named on hover) and
-fast_p charts, the per-problem matrix, every failure with its error text, and every record with its
-error, warnings and static findings. Records from the CPU path are shown as correctness only.
+Sections: leaderboard; roofline (flagged kernels labelled, every point named on hover) and fast_p charts;
+per category; per problem; a generator comparison when the results hold several generators or versions
+(each version against its previous one, other generators against --baseline; the pairing, ratios and
+CIs of 'kernelgate compare'); every failure with its error text; every record with its error, warnings
+and static findings. Records from the CPU path are shown as correctness only.
 
 The roofline chart draws the measured ceilings from --ceilings FILE (the JSON 'kernelgate calibrate'
 caches), or else from the calibration cache of the device that produced the results, when every record
@@ -98,7 +98,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="write an HTML report and a Markdown summary",
                        description="Render results as a self-contained HTML page and a Markdown summary: leaderboard, "
-                                   "per-category and per-problem tables, roofline chart and fast_p curve.",
+                                   "roofline and fast_p charts, per-category and per-problem tables, a comparison of "
+                                   "generator versions, and every failure and record with its error text, warnings "
+                                   "and lint findings.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_results_arg(p)
     p.add_argument("--out", metavar="DIR", help="folder for report.html, report.md and the chart PNGs "
