@@ -21,17 +21,35 @@ correctness on fresh inputs, timed against the library in the same session,
 screened by library-relative efficiency and roofline utilization, diagnosed,
 and ranked on a JSON leaderboard.
 
-typical session:
+typical session ('kernelgate COMMAND --help' has examples for each command):
   kernelgate problems list
-  kernelgate run submissions/triton-reference --out runs/demo
-  kernelgate leaderboard --results runs/demo
-  kernelgate report --results runs/demo --out runs/demo/report
+  kernelgate run submissions/triton-reference      # writes runs/latest
+  kernelgate leaderboard                           # reads runs/latest
+  kernelgate report                                # writes runs/latest/report
 """
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with a "did you mean" for a mistyped choice (subcommand, action, ``--by``, ``--device``, ...).
+
+    Subparsers are of this class too (argparse creates them with the parent's
+    class). The error still exits with status 2, argparse's usage error.
+    """
+
+    def _check_value(self, action: argparse.Action, value: object) -> None:
+        choices = action.choices
+        if choices is None or value in choices:
+            return
+        import difflib
+
+        names = [str(c) for c in choices]
+        close = difflib.get_close_matches(str(value), names, n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        raise argparse.ArgumentError(action, f"invalid choice: {value!r}{hint} (choose from {', '.join(names)})")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kernelgate", description=DESCRIPTION,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(prog="kernelgate", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     from harness import __version__
 
     parser.add_argument("--version", action="version", version=f"kernelgate {__version__}")

@@ -33,16 +33,32 @@ def load_registry_from_args(args: argparse.Namespace, *, quiet: bool = False):
     return reg
 
 
-def table(rows: list[list[str]], headers: list[str]) -> str:
-    """A plain aligned text table (no dependency)."""
-    widths = [len(h) for h in headers]
-    for r in rows:
-        for i, c in enumerate(r):
-            widths[i] = max(widths[i], len(str(c)))
-    line = lambda cells: "  ".join(str(c).ljust(widths[i]) for i, c in enumerate(cells)).rstrip()
-    out = [line(headers), line(["-" * w for w in widths])]
-    out += [line(r) for r in rows]
-    return "\n".join(out)
+def table(rows: list[list[str]], headers: list[str], *, wrap: dict[str, int] | None = None) -> str:
+    """A plain aligned text table (no dependency).
+
+    ``wrap`` maps a header to a width: that column's cells are word-wrapped
+    onto continuation lines instead of being cut (use it for error texts,
+    together with :func:`error_lines`). Cells may also hold ``\\n``.
+    """
+    from harness.report._text import table as text_table
+
+    widths = {headers.index(h): w for h, w in (wrap or {}).items()}
+    return text_table(rows, headers, wrap_widths=widths)
+
+
+def error_lines(error, width: int = 60, *, where: str = "the results file") -> str:
+    """An :class:`~harness.records.ErrorInfo` for a table cell: ``Type: first line``, word-wrapped to ``width``.
+
+    Never cut mid-word; when the message has more lines (compiler logs,
+    tracebacks) a last line says where the whole text is (``where``, e.g. the
+    results file or the report). Empty for ``None``.
+    """
+    from harness.report._text import first_line
+
+    if error is None:
+        return ""
+    more = f"(more: {where})" if (len(str(error.message).strip().splitlines()) > 1 or error.traceback_tail) else ""
+    return "\n".join(first_line(f"{error.type}: {error.message}", width, more))
 
 
 def default_out() -> Path:
@@ -50,15 +66,30 @@ def default_out() -> Path:
 
 
 def add_results_arg(p: argparse.ArgumentParser) -> None:
-    """``--results PATH...``: results folders (their results.jsonl) or .jsonl files."""
-    p.add_argument("--results", nargs="+", required=True, metavar="PATH",
-                   help="results folder(s) of 'kernelgate run --out' or results .jsonl file(s)")
+    """``--results PATH...``: results folders (their results.jsonl) or .jsonl files; default ``runs/latest``."""
+    p.add_argument("--results", nargs="+", default=None, metavar="PATH",
+                   help="results folder(s) of 'kernelgate run --out' or results .jsonl file(s) "
+                        f"(default: {default_out()}, where 'kernelgate run' writes unless given --out)")
 
 
-def load_results_or_exit(paths: list[str]):
-    """Every valid record of the given results files; exits with a message when a path or the records are missing."""
-    from harness.results.store import load_results
+def results_paths(args: argparse.Namespace) -> list[str]:
+    """The ``--results`` paths of ``args``, or the default folder when none were given."""
+    return list(args.results) if args.results else [str(default_out())]
 
+
+def load_results_or_exit(paths: list[str] | None):
+    """Every valid record of the given results files (``None``: the default ``runs/latest``).
+
+    Exits with a message naming the path and the fix when a path or the records are missing.
+    """
+    from harness.results.store import load_results, results_path
+
+    if not paths:
+        default = results_path(default_out())
+        if not default.exists():
+            raise SystemExit(f"kernelgate: error: no results at {default} (the default): run 'kernelgate run "
+                             "SUBMISSION_DIR...' first (it writes there unless given --out), or pass --results PATH")
+        paths = [str(default_out())]
     try:
         results = load_results(paths)
     except FileNotFoundError as exc:
@@ -66,3 +97,18 @@ def load_results_or_exit(paths: list[str]):
     if not results:
         raise SystemExit(f"kernelgate: error: no result records in {', '.join(paths)}")
     return results
+
+
+def did_you_mean(kind: str, name: str, known: list[str] | set[str], *, listing: str = "") -> str:
+    """``unknown KIND 'NAME'; did you mean ...? (known: ...)`` for an error message.
+
+    ``listing``: the command that lists every known name, shown instead of the
+    list when there are many.
+    """
+    import difflib
+
+    known = sorted(known)
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    tail = f"'{listing}' lists them" if (listing and len(known) > 12) else f"known: {', '.join(known) or 'none'}"
+    return f"unknown {kind} {name!r}{hint} ({tail})"

@@ -6,6 +6,17 @@ import argparse
 
 from harness.commands._common import table
 
+EPILOG = """\
+The ceilings are the roofs of U_roof = t_floor / t_kernel; they are measured, never copied from a
+datasheet (the datasheet values are shown beside them). The cache is keyed by GPU UUID, driver and
+torch/triton versions; 'kernelgate report' draws the roofs from it when the results come from this device.
+
+examples:
+  kernelgate calibrate
+  kernelgate calibrate --force          # measure again, e.g. after a driver or clock change
+  kernelgate calibrate --device cpu --quick
+"""
+
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from harness import env as envmod
@@ -30,7 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("calibrate", help="measure the device's roofline ceilings",
                        description="Measure DRAM bandwidth (large device copy, bytes read + written) and dense matmul "
                                    "throughput per unit and dtype (fp32 SIMT, TF32, fp16, bf16, fp8), each a median of "
-                                   "repeated runs, and cache them per device. 'kernelgate run' calls this on first use.")
+                                   "repeated runs, and cache them per device. 'kernelgate run' calls this on first use.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", choices=("cuda", "cpu"))
     p.add_argument("--force", action="store_true", help="measure again even if cached")
     p.add_argument("--quick", action="store_true", help="fewer repeats")

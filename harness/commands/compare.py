@@ -1,4 +1,4 @@
-"""``kernelgate compare A B --results PATH...``: paired comparison of two generators."""
+"""``kernelgate compare A B [--results PATH...]``: paired comparison of two generators (default ``runs/latest``)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,12 @@ A is the baseline, B the challenger; a ratio t_B/t_A below 1 means B is faster. 
 side's best candidate; workloads are paired by name. Within one run (same run_id) raw kernel times are
 compared; across runs each time is divided by its own session's library time. 95% CIs come from
 bootstrapping the raw timing samples (and, for the geomean, the workloads). A workload counts as
-improved/regressed only when the ratio is beyond --min-effect and its CI excludes 1.
+improved/regressed only when the ratio is beyond --min-effect and its CI excludes 1. Records from the
+CPU path are compared on status only (change "cpu_path"). An unknown A or B is an error with a
+"did you mean" and the generators the results hold. Without --results it reads runs/latest.
 
 examples:
+  kernelgate compare my-gen@1 my-gen@2                     # runs/latest
   kernelgate compare my-gen@1 my-gen@2 --results runs/h200
   kernelgate compare triton-reference my-gen --results runs/a runs/b --json runs/cmp.json
 """

@@ -6,6 +6,17 @@ import argparse
 
 from harness.jsonio import dumps
 
+EPILOG = """\
+Every result record carries this snapshot (env), so a leaderboard can tell comparable runs apart. On a
+machine without a GPU the CPU path is used: Triton kernels run in the interpreter, TileLang kernels are
+only lowered to CUDA source (status LOWERED); those records are judged on correctness only.
+
+examples:
+  kernelgate env
+  kernelgate env --json > env.json
+  kernelgate env --device cpu        # what the CPU path would do on this machine
+"""
+
 
 def cmd_env(args: argparse.Namespace) -> int:
     from harness import env as envmod
@@ -33,7 +44,8 @@ def cmd_env(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("env", help="show device, versions and the active execution path",
                        description="Show the device, library versions, and which execution path each DSL takes here "
-                                   "(GPU execution, the Triton interpreter, or TileLang lowering only).")
+                                   "(GPU execution, the Triton interpreter, or TileLang lowering only).",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", choices=("cuda", "cpu"), help="describe this device instead of the default")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_env)

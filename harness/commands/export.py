@@ -66,7 +66,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("dir", nargs="?", metavar="DIR", help="output folder of the export")
     p.add_argument("--format", choices=("hf",), default="hf", help="export format (hf: datasets parquet)")
     p.add_argument("--results", nargs="+", metavar="PATH", help="also export these results folder(s)/file(s)")
-    p.add_argument("--latest", action="store_true", help="export only the latest record per job_id")
+    p.add_argument("--latest", action="store_true", help="export only the latest record per entry (generator, version, candidate, "
+                   "problem, workload, job id), as the leaderboard counts them")
     p.add_argument("--import-kernelbench", metavar="PATH", help="import a local KernelBench dataset file or folder")
     p.add_argument("--out", metavar="DIR", help="folder for the imported problem files (with --import-kernelbench)")
     p.add_argument("--level", type=int, help="import only this KernelBench level")

@@ -1,19 +1,23 @@
-"""``kernelgate leaderboard --results PATH...``: rank generators from results files."""
+"""``kernelgate leaderboard [--results PATH...]``: rank generators from results files (default ``runs/latest``)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from harness.commands._common import add_results_arg, load_results_or_exit
+from harness.commands._common import add_results_arg, load_results_or_exit, results_paths
 
 EPILOG = """\
-The leaderboard is generated from the results records only (latest record per job); it is never edited.
+The leaderboard is generated from the results records only (the latest record per generator, version,
+candidate and workload); it is never edited. Without --results it reads runs/latest, where
+'kernelgate run' writes by default. Records from the CPU path are judged on correctness only (no E_lib,
+U_roof, S or verdict: "cpu-path" in the verdicts column).
 Ranking: mean speed-of-light score S over attempted workloads (failures count 0), then correctness rate,
 then geomean E_lib. fast_p = fraction of attempted problems whose best candidate is correct with
 E_lib > p on every timed workload. 'harness/report/leaderboard.py' documents every metric.
 
 examples:
+  kernelgate leaderboard                                  # runs/latest
   kernelgate leaderboard --results runs/h200
   kernelgate leaderboard --results runs/h200 runs/h200-v2/results.jsonl --by category
   kernelgate leaderboard --results runs/h200 --out leaderboards/h200.json
@@ -25,7 +29,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     from harness.report.leaderboard import build_leaderboard, format_leaderboard, write_leaderboard
 
     results = load_results_or_exit(args.results)
-    lb = build_leaderboard(results, source=" ".join(args.results))
+    lb = build_leaderboard(results, source=" ".join(results_paths(args)))
     if args.json:
         print(dumps(lb, indent=True))
     else:

@@ -8,9 +8,9 @@ from harness.results.merge import merge_results
 
 EPILOG = """\
 Records are kept in input order (files in the order given, lines in file order); a record whose
-(job_id, created_at) was already seen is dropped, so merging the same file twice, or files that
-share history, gives each record once. Reruns of a job (same job_id, later created_at) are all
-kept: the leaderboard uses the latest. Invalid lines are reported and skipped. OUT is written
+generator, version, candidate, problem, workload, job_id and created_at were already seen is
+dropped, so merging the same file twice, or files that share history, gives each record once.
+Reruns of a job (later created_at) are all kept: the leaderboard uses the latest. Invalid lines are reported and skipped. OUT is written
 atomically; an existing OUT is refused unless it is one of the inputs or --force is given. Do not
 merge into a file a run is still appending to.
 
@@ -33,7 +33,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("merge", help="combine results files without duplicates",
                        description="Combine results files (folders or .jsonl) into one results file, dropping "
-                                   "duplicate records (same job_id and created_at) and keeping order.",
+                                   "duplicate records (same generator, version, candidate, workload, job_id and created_at) "
+                                   "and keeping order.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("out", metavar="OUT.jsonl", help="the merged results file (or a folder: OUT/results.jsonl)")
     p.add_argument("inputs", nargs="+", metavar="IN", help="results folders or .jsonl files, in order")

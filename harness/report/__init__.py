@@ -5,7 +5,8 @@
 * :mod:`harness.report.leaderboard` -- the schema-versioned leaderboard dict,
   its JSON file and its text table;
 * :mod:`harness.report.compare` -- paired comparison of two generators with
-  bootstrap confidence intervals;
+  bootstrap confidence intervals, and the report's comparison of every
+  generator version with its previous one;
 * :mod:`harness.report.html` -- a self-contained HTML page and a Markdown
   summary, with the charts of :mod:`harness.report.plots` (roofline, fast_p;
   they need the optional ``matplotlib``).

@@ -43,9 +43,11 @@ from collections import defaultdict
 
 from harness.records import JobResult, Status
 from harness.report import metrics as M
-from harness.report._text import fmt, table
+from harness.report._text import first_line, fmt, table
 
 SCHEMA = "kernelgate.compare/1"
+ERROR_WIDTH = 110
+"""Characters per line of the error texts under the comparison table (wrapped at spaces, never cut)."""
 MIN_EFFECT = 0.02
 CHANGE_RULE = (
     "a workload improved (regressed) when t_b/t_a is below 1 - min_effect (above 1 + min_effect) and its 95% bootstrap "
@@ -91,13 +93,20 @@ def _side(records: list[JobResult], gen: str, ver: str) -> dict[tuple[str, str],
 
 
 def _timed(r: JobResult) -> bool:
-    return r.status is Status.PASSED and r.timing is not None and r.library_timing is not None
+    """PASSED with kernel and library timings that may be compared (never on the CPU path)."""
+    return (r.status is Status.PASSED and r.timing is not None and r.library_timing is not None
+            and not M.is_cpu_path(r))
 
 
 def _boot_medians(np, rng, samples: tuple[float, ...], n_boot: int):
     x = np.asarray(samples, dtype=float)
     idx = rng.integers(0, len(x), size=(n_boot, len(x)))
     return np.median(x[idx], axis=1)
+
+
+def _error_text(r: JobResult) -> str | None:
+    """``Type: message`` of a record's error (the whole message; renderers shorten it), None without one."""
+    return f"{r.error.type}: {r.error.message}" if r.error is not None else None
 
 
 def _pair(np, rng, ra: JobResult, rb: JobResult, n_boot: int, min_effect: float) -> tuple[dict, object | None]:
@@ -109,6 +118,8 @@ def _pair(np, rng, ra: JobResult, rb: JobResult, n_boot: int, min_effect: float)
         "E_lib_a": M.e_lib_of(ra), "E_lib_b": M.e_lib_of(rb),
         "U_roof_a": M.u_roof_of(ra), "U_roof_b": M.u_roof_of(rb),
         "S_a": M.score_of(ra), "S_b": M.score_of(rb), "delta_S": None,
+        "cpu_path_a": M.is_cpu_path(ra), "cpu_path_b": M.is_cpu_path(rb),
+        "error_a": _error_text(ra), "error_b": _error_text(rb),
         "mode": None, "ratio": None, "ci95": None, "change": "same",
     }
     if d["S_a"] is not None and d["S_b"] is not None:
@@ -122,6 +133,8 @@ def _pair(np, rng, ra: JobResult, rb: JobResult, n_boot: int, min_effect: float)
         d["change"] = "broke"
     elif ra.status is not Status.PASSED:
         d["change"] = "both_failed"
+    elif M.is_cpu_path(ra) or M.is_cpu_path(rb):
+        d["change"] = "cpu_path"
     elif not (_timed(ra) and _timed(rb)):
         d["change"] = "untimed"
     else:
@@ -159,14 +172,26 @@ def compare_generators(results: list[JobResult], a: str, b: str, *, n_boot: int 
     one version in ``results``. Raises ValueError naming the known generators
     when one cannot be resolved. Deterministic for a given ``seed``.
     """
-    import numpy as np
-
     if n_boot < 100:
         raise ValueError(f"n_boot={n_boot}: use at least 100 bootstrap replicates for a 95% interval")
     records, _ = M.latest_records(results)
     ga, gb = resolve_generator(records, a), resolve_generator(records, b)
     if ga == gb:
         raise ValueError(f"both sides are {M.label(*ga)}; name two different generators or versions")
+    return compare_labels(records, ga, gb, n_boot=n_boot, seed=seed, min_effect=min_effect)
+
+
+def compare_labels(records: list[JobResult], ga: tuple[str, str], gb: tuple[str, str], *, n_boot: int = 2000,
+                   seed: int = 0, min_effect: float = MIN_EFFECT) -> dict:
+    """:func:`compare_generators` for two resolved (generator, version) pairs of already-latest ``records``.
+
+    The report's generator-comparison section calls this for each pair it
+    shows, so its ratios and CIs are exactly those of ``kernelgate compare``.
+    """
+    import numpy as np
+
+    if n_boot < 100:
+        raise ValueError(f"n_boot={n_boot}: use at least 100 bootstrap replicates for a 95% interval")
     side_a, side_b = _side(records, *ga), _side(records, *gb)
     common = sorted(set(side_a) & set(side_b))
     rng = np.random.default_rng(seed)
@@ -193,6 +218,11 @@ def compare_generators(results: list[JobResult], a: str, b: str, *, n_boot: int 
                         "different problem versions")
     if not common:
         warnings.append("the two generators have no (problem, workload) in common: nothing to compare")
+    for side, recs, g in (("a", side_a, ga), ("b", side_b, gb)):
+        n_cpu = sum(M.is_cpu_path(r) for r in recs.values())
+        if n_cpu:
+            warnings.append(f"{M.CPU_PATH_NOTE}: {n_cpu} record(s) of {side} ({M.label(*g)}) come from the CPU path; "
+                            "their workloads are compared on status only")
 
     summary: dict = {"n_pairs": len(pairs), "n_timed_pairs": len(boots), "geomean_ratio": None, "ci95": None,
                      "mode": None}
@@ -250,6 +280,16 @@ def format_comparison(d: dict) -> str:
     if rows:
         lines += ["", table(rows, ["problem", "workload", "status", "E_lib a -> b", "S a -> b", "t_b/t_a [95% CI]",
                                    "timing", "change"])]
+    if any(p["change"] == "cpu_path" for p in d["pairs"]):
+        lines.append(f"cpu_path: {M.CPU_PATH_NOTE} (both PASSED; not compared by speed)")
+    failures = [(p, side) for p in d["pairs"] for side in ("a", "b") if p[f"error_{side}"]]
+    if failures:
+        lines += ["", "errors (first line of each; the whole text is in the results file and in --json):"]
+        for p, side in failures:
+            head = f"  {side}: {p['problem']} {p['workload']} {p[f'candidate_{side}']}: "
+            more = "(more lines: see the results file)" if "\n" in p[f"error_{side}"].strip() else ""
+            body = first_line(p[f"error_{side}"], max(40, ERROR_WIDTH - len(head)), more)
+            lines += [head + body[0]] + [" " * len(head) + x for x in body[1:]]
     lines.append("")
     if s["geomean_ratio"] is not None:
         g, (lo, hi) = s["geomean_ratio"], s["ci95"]
@@ -265,3 +305,84 @@ def format_comparison(d: dict) -> str:
         lines.append(f"{name}: {', '.join(d[name]) or '-'}")
     lines.append(f"rule: {d['rule']} (min_effect {d['min_effect']:g}, {d['n_boot']} bootstrap replicates, seed {d['seed']})")
     return "\n".join(lines)
+
+
+VERSIONS_RULE = (
+    "each version of a generator is compared with its previous version (versions ordered by their first record); "
+    "the first version of every other generator with the baseline; pairing (each side's best candidate per "
+    "problem, workloads by name), ratios, CIs and the change rule are those of 'kernelgate compare'"
+)
+
+
+def _label_order(records: list[JobResult]) -> list[tuple[str, str]]:
+    """Every (generator, version), grouped by generator, versions in order of their first record's created_at."""
+    first: dict[tuple[str, str], str] = {}
+    for r in records:
+        key = (r.generator, r.generator_version)
+        first[key] = min(first.get(key, r.created_at), r.created_at)
+    return sorted(first, key=lambda g: (g[0], first[g], g[1]))
+
+
+def comparison_plan(records: list[JobResult], baseline: tuple[str, str]) -> list[tuple[tuple[str, str], tuple[str, str]]]:
+    """(reference, compared) pairs the report shows (:data:`VERSIONS_RULE`), in display order.
+
+    Versions always chain forward (v2 against v1, v3 against v2), also in the
+    baseline's own generator, whose first version is then compared with
+    nothing; the baseline is the reference of other generators only.
+    """
+    order = _label_order(records)
+    plan = []
+    for i, g in enumerate(order):
+        if i and order[i - 1][0] == g[0]:
+            plan.append((order[i - 1], g))
+        elif g[0] != baseline[0]:
+            plan.append((baseline, g))
+    return plan
+
+
+def version_comparison(results: list[JobResult], *, baseline: str | None = None, default_baseline: str | None = None,
+                       n_boot: int = 2000, seed: int = 0, min_effect: float = MIN_EFFECT) -> dict | None:
+    """The report's generator comparison: per problem and workload, every generator@version side by side.
+
+    ``baseline``: ``generator@version`` (or a generator with one version)
+    that other generators are compared with; by default ``default_baseline``
+    (the report passes the leaderboard's first-ranked label), else the first
+    label by name. Returns None when the records hold fewer than two
+    generator@version labels. Each compared row carries the paired ratio
+    t_row / t_reference with its 95% CI from :func:`compare_labels`, so the
+    numbers are exactly those of ``kernelgate compare REF ROW``.
+    """
+    records, _ = M.latest_records(results)
+    order = _label_order(records)
+    if len(order) < 2:
+        return None
+    base = resolve_generator(records, baseline or default_baseline or M.label(*order[0]))
+    plan = comparison_plan(records, base)
+    comparisons, by_row = [], {}
+    for ref, g in plan:
+        d = compare_labels(records, ref, g, n_boot=n_boot, seed=seed, min_effect=min_effect)
+        comparisons.append(d)
+        by_row[g] = (ref, {(p["problem"], p["workload"]): p for p in d["pairs"]})
+    sides = {g: _side(records, *g) for g in order}
+    problems: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    cats: dict[str, str] = {}
+    for g in order:
+        for (pid, wl), r in sides[g].items():
+            cats[pid] = r.category
+            ref, pairs = by_row.get(g, (None, {}))
+            p = pairs.get((pid, wl))
+            problems[pid][wl].append({
+                "label": M.label(*g), "candidate": r.candidate, "status": r.status.value, "verdict": M.verdict_of(r),
+                "E_lib": M.e_lib_of(r), "U_roof": M.u_roof_of(r), "S": M.score_of(r), "cpu_path": M.is_cpu_path(r),
+                "error": _error_text(r), "reference": M.label(*ref) if ref and p else None,
+                "ratio": p["ratio"] if p else None, "ci95": p["ci95"] if p else None,
+                "mode": p["mode"] if p else None, "change": p["change"] if p else None,
+                "baseline": g == base,
+            })
+    return {
+        "baseline": M.label(*base), "rule": VERSIONS_RULE, "change_rule": CHANGE_RULE, "min_effect": min_effect,
+        "n_boot": n_boot, "seed": seed, "comparisons": comparisons,
+        "problems": [{"problem": pid, "category": cats[pid],
+                      "workloads": [{"workload": wl, "rows": rows} for wl, rows in sorted(problems[pid].items())]}
+                     for pid in sorted(problems, key=lambda p: (cats[p], p))],
+    }

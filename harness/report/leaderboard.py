@@ -8,7 +8,9 @@ every list sorted).
 What it contains (``"schema": "kernelgate.leaderboard/1"``):
 
 * ``entries``: one row per (generator, version, problem, workload, candidate),
-  the latest record per ``job_id`` only (:func:`harness.report.metrics.latest_records`);
+  the latest record per entry only (:func:`harness.report.metrics.latest_records`:
+  generator, version, candidate, problem, workload and job id), with the
+  error text, warnings and static findings of the record;
 * ``generators``: per ``generator@version``, ``overall`` and ``by_category``
   aggregates (below);
 * ``problems``: per ``generator@version`` and problem, the best candidate and
@@ -37,7 +39,9 @@ Aggregates of a group of records (one generator@version, optionally one category
 * ``mean_s``: mean speed-of-light score S over attempted records, failures
   counted as 0 (:mod:`harness.report.metrics`); PASSED records without S
   (untimed) are left out, and ``mean_s`` is None when no PASSED record has S;
-* ``verdicts``: record counts per :data:`harness.report.metrics.VERDICT_BUCKETS`.
+* ``verdicts``: record counts per :data:`harness.report.metrics.VERDICT_BUCKETS`;
+* ``n_cpu_path``: records of the CPU path (correctness only: no E_lib, U_roof,
+  S or verdict, so such a group ranks by correctness alone).
 """
 
 from __future__ import annotations
@@ -76,7 +80,7 @@ def _fast_key(p: float) -> str:
 
 
 def _row(r: JobResult, env_index: int) -> dict:
-    s = r.screening
+    s = M.screening_of(r)
     return {
         "generator": r.generator, "version": r.generator_version, "candidate": r.candidate, "problem": r.problem_id,
         "category": r.category, "workload": r.workload, "dtype": r.dtype, "dsl": r.dsl, "status": r.status.value,
@@ -85,7 +89,13 @@ def _row(r: JobResult, env_index: int) -> dict:
         "E_lib": M.e_lib_of(r), "U_roof": M.u_roof_of(r), "U_roof_library": M.u_roof_library_of(r),
         "bound": s.bound if s is not None else None, "S": M.score_of(r),
         "diagnostics": sorted({str(d.get("rule", "?")) for d in r.diagnostics}),
+        "findings": [{"rule": str(d.get("rule", "?")), "severity": str(d.get("severity", "")), "line": d.get("line"),
+                      "message": str(d.get("message", "")), "hint": str(d.get("hint", ""))}
+                     for d in sorted(r.diagnostics, key=lambda d: (d.get("line") or 0, str(d.get("rule", ""))))],
         "error": r.error.type if r.error is not None else None,
+        "error_message": r.error.message if r.error is not None else None,
+        "error_traceback": (r.error.traceback_tail or None) if r.error is not None else None,
+        "warnings": list(r.warnings), "cpu_path": M.is_cpu_path(r),
         "flops": r.flops, "min_bytes": r.min_bytes, "run_id": r.run_id, "env": env_index, "job_id": r.job_id,
         "created_at": r.created_at,
     }
@@ -129,6 +139,7 @@ def aggregate(records: list[JobResult]) -> dict:
         "n_scored": sum(s is not None for s in scores),
         "n_lowered": sum(r.status is Status.LOWERED for r in records),
         "n_harness_error": sum(r.status is Status.HARNESS_ERROR for r in records),
+        "n_cpu_path": sum(M.is_cpu_path(r) for r in records),
         "n_problems": len(outcomes),
         "n_problems_correct": sum(o.correct for o in outcomes),
         "correctness_rate": len(passed) / len(att) if att else None,
@@ -145,7 +156,7 @@ def _thresholds(records: list[JobResult], given: object | None, warnings: list[s
 
     seen: dict[str, set[float]] = {"tau_lib": set(), "tau_roof_memory": set(), "tau_roof_compute": set()}
     for r in records:
-        s = r.screening
+        s = M.screening_of(r)
         if s is None or r.status not in (Status.PASSED, Status.REWARD_HACK):
             continue
         seen["tau_lib"].add(float(s.tau_lib))
@@ -237,6 +248,7 @@ def build_leaderboard(results: list[JobResult], *, thresholds: dict | None = Non
                 "best_candidate": o.candidate, "attempted": o.attempted, "correct": o.correct,
                 "e_lib_min": o.e_lib_min, "mean_s": o.mean_s,
                 "fast": {_fast_key(p): o.fast(p) for p in M.FAST_P},
+                "cpu_path": any(M.is_cpu_path(r) for r in recs if r.problem_id == pid and r.candidate == o.candidate),
             })
 
     ranking = sorted(({"label": g["label"], "generator": g["generator"], "version": g["version"],
@@ -245,6 +257,10 @@ def build_leaderboard(results: list[JobResult], *, thresholds: dict | None = Non
                        "reward_hacks": g["overall"]["verdicts"]["reward_hack"]} for g in generators), key=_rank_key)
     for i, e in enumerate(ranking, start=1):
         e["rank"] = i
+    cpu = [g["label"] for g in generators if g["overall"]["n_cpu_path"]]
+    if cpu:
+        warnings.append(f"{M.CPU_PATH_NOTE}: {', '.join(cpu)} ran on the CPU path (Triton interpreter, host timer); "
+                        "their records are judged on correctness only and are not ranked, plotted or compared by speed")
     if any(e["reward_hacks"] for e in ranking):
         warnings.append("some records were flagged reward_hack (scored 0): audit those candidates before trusting "
                         "the generator's other numbers")
@@ -278,7 +294,8 @@ def write_leaderboard(path: str | os.PathLike, lb: dict) -> Path:
 
 
 _SHORT = {"efficient": "eff", "authoring_defect": "defect", "structural_residual": "struct", "beats_weak_baseline": "weak-lib",
-          "borderline": "border", "not_timed": "untimed", "incorrect": "incorrect", "failed": "failed",
+          "borderline": "border", "not_timed": "untimed", "cpu_path": "cpu-path", "incorrect": "incorrect",
+          "failed": "failed",
           "reward_hack": "HACK", "lowered": "lowered", "harness_error": "harness-err"}
 
 
@@ -316,5 +333,7 @@ def format_leaderboard(lb: dict, by: str | None = None) -> str:
              f"{lb['inputs']['n_records']} record(s) from {len(lb['inputs']['run_ids'])} run(s)"
              + (f", {lb['inputs']['n_superseded']} superseded record(s) ignored" if lb["inputs"]["n_superseded"] else "")
              + (f"; source: {lb['inputs']['source']}" if lb["inputs"]["source"] else "")]
+    if any(g["overall"]["n_cpu_path"] for g in lb["generators"]):
+        lines.append(f"cpu-path: {M.CPU_PATH_NOTE} (E_lib, U_roof and S are not shown for these records)")
     lines += [f"warning: {w}" for w in lb["warnings"]]
     return "\n".join(lines)

@@ -22,9 +22,19 @@ speed, towards 0 as the kernel slows down. It is defined for
 Attempted records are those whose outcome is the candidate's: every status
 except LOWERED (compiled to device source, never executed) and HARNESS_ERROR.
 
+CPU path: records whose ``env.device_kind`` is ``"cpu"`` (Triton interpreter,
+host timer) are judged on correctness only. Their timings, and any screening an
+older harness wrote into them, are ignored: E_lib, U_roof, S and the times are
+None and a PASSED record's verdict bucket is ``cpu_path``
+(:data:`CPU_PATH_NOTE`), so nothing ranks, plots or compares them by speed. An
+interpreted kernel's time says nothing about the GPU kernel it stands for.
+
 Results files are append-only, so one job may have several records (a
 ``--rerun``, merged files). :func:`latest_records` keeps the latest record per
-``job_id`` (largest ``created_at``; the later one in input order on a tie).
+:func:`entry_key` (largest ``created_at``; the later one in input order on a
+tie). The key includes the generator and its version besides the ``job_id``:
+an unchanged file submitted as ``gen@1`` and ``gen@2`` is two entries, never
+one superseding the other, whatever the job id is made of.
 """
 
 from __future__ import annotations
@@ -34,15 +44,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from harness.records import JobResult, Status
+from harness.results.store import EntryKey, entry_key
 
 FAST_P = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
 """The E_lib thresholds of the fast_p metrics."""
 
 VERDICT_BUCKETS = (
     "efficient", "authoring_defect", "structural_residual", "beats_weak_baseline", "borderline",
-    "not_timed", "incorrect", "failed", "reward_hack", "lowered", "harness_error",
+    "not_timed", "cpu_path", "incorrect", "failed", "reward_hack", "lowered", "harness_error",
 )
 """Every bucket :func:`verdict_of` can return, in display order."""
+
+CPU_PATH_NOTE = "CPU path: correctness only, no performance verdict"
+"""How every report names a PASSED record of the CPU path (bucket ``cpu_path``)."""
 
 _INCORRECT = {Status.INCORRECT_SHAPE, Status.INCORRECT_DTYPE, Status.INCORRECT_NUMERICAL}
 _NOT_ATTEMPTED = {Status.LOWERED, Status.HARNESS_ERROR}
@@ -71,24 +85,37 @@ def is_attempted(r: JobResult) -> bool:
     return r.status not in _NOT_ATTEMPTED
 
 
+def is_cpu_path(r: JobResult) -> bool:
+    """True for a record of the CPU path (``env.device_kind == "cpu"``): correctness only, see the module docstring."""
+    return r.env.device_kind == "cpu"
+
+
+def _perf(r: JobResult) -> bool:
+    """Whether the record's timings and screening may be used (not on the CPU path)."""
+    return not is_cpu_path(r)
+
+
 def latest_records(results: Iterable[JobResult]) -> tuple[list[JobResult], int]:
-    """(latest record per job_id in first-seen order of their job ids, number of superseded records)."""
-    best: dict[str, tuple[str, int, JobResult]] = {}
-    order: dict[str, int] = {}
+    """(latest record per :func:`entry_key`, in first-seen order of the keys; number of superseded records)."""
+    best: dict[EntryKey, tuple[str, int, JobResult]] = {}
+    order: dict[EntryKey, int] = {}
     n = 0
     for i, r in enumerate(results):
         n += 1
-        order.setdefault(r.job_id, i)
-        cur = best.get(r.job_id)
+        key = entry_key(r)
+        order.setdefault(key, i)
+        cur = best.get(key)
         if cur is None or (r.created_at, i) >= (cur[0], cur[1]):
-            best[r.job_id] = (r.created_at, i, r)
-    kept = [best[j][2] for j in sorted(best, key=order.__getitem__)]
+            best[key] = (r.created_at, i, r)
+    kept = [best[k][2] for k in sorted(best, key=order.__getitem__)]
     return kept, n - len(kept)
 
 
 def verdict_of(r: JobResult) -> str:
     """The verdict bucket of one record (one of :data:`VERDICT_BUCKETS`)."""
     if r.status is Status.PASSED:
+        if is_cpu_path(r):
+            return "cpu_path"
         return r.screening.verdict.value if r.screening is not None else "not_timed"
     if r.status is Status.LOWERED:
         return "lowered"
@@ -101,21 +128,29 @@ def verdict_of(r: JobResult) -> str:
     return "failed"
 
 
+def screening_of(r: JobResult):
+    """The record's screening, or None on the CPU path (where an older harness still wrote one)."""
+    return r.screening if _perf(r) else None
+
+
 def t_kernel_ms(r: JobResult) -> float | None:
-    return num(r.timing.median_ms) if r.timing is not None else None
+    """Median kernel time in ms; None when untimed or on the CPU path."""
+    return num(r.timing.median_ms) if r.timing is not None and _perf(r) else None
 
 
 def t_library_ms(r: JobResult) -> float | None:
-    return num(r.library_timing.median_ms) if r.library_timing is not None else None
+    """Median library time in ms (same session); None when untimed or on the CPU path."""
+    return num(r.library_timing.median_ms) if r.library_timing is not None and _perf(r) else None
 
 
 def t_floor_ms(r: JobResult) -> float | None:
-    return num(r.screening.t_floor_ms) if r.screening is not None else None
+    s = screening_of(r)
+    return num(s.t_floor_ms) if s is not None else None
 
 
 def e_lib_of(r: JobResult) -> float | None:
-    """E_lib of a PASSED record (None otherwise or when not timed)."""
-    if r.status is not Status.PASSED:
+    """E_lib of a PASSED record (None otherwise, when not timed, or on the CPU path)."""
+    if r.status is not Status.PASSED or not _perf(r):
         return None
     if r.screening is not None:
         return num(r.screening.e_lib)
@@ -126,11 +161,13 @@ def e_lib_of(r: JobResult) -> float | None:
 
 
 def u_roof_of(r: JobResult) -> float | None:
-    return num(r.screening.u_roof) if r.status is Status.PASSED and r.screening is not None else None
+    s = screening_of(r)
+    return num(s.u_roof) if r.status is Status.PASSED and s is not None else None
 
 
 def u_roof_library_of(r: JobResult) -> float | None:
-    return num(r.screening.u_roof_library) if r.screening is not None else None
+    s = screening_of(r)
+    return num(s.u_roof_library) if s is not None else None
 
 
 def sol_score(t_kernel: float, t_library: float, t_floor: float) -> float:

@@ -18,6 +18,20 @@ from harness.records import JobResult
 
 RESULTS_NAME = "results.jsonl"
 
+EntryKey = tuple[str, str, str, str, str, str]
+
+
+def entry_key(r: JobResult) -> EntryKey:
+    """What makes two records the same entry: (generator, version, candidate, problem, workload, job_id).
+
+    A later record with the same key supersedes an earlier one (a rerun) in
+    leaderboards, comparisons and ``export --latest``; any difference, the
+    generator version included, makes a separate entry. The job id alone is
+    not enough: an unchanged file submitted as ``gen@1`` and ``gen@2`` may
+    share one, and neither version's record may hide the other's.
+    """
+    return (r.generator, r.generator_version, r.candidate, r.problem_id, r.workload, r.job_id)
+
 
 def _warn(path: Path, lineno: int, msg: str) -> None:
     print(f"warning: {msg}", file=sys.stderr)

@@ -22,6 +22,9 @@ ENV_OTHER = EnvSnapshot(device_kind="cuda", device_name="NVIDIA H100 80GB HBM3",
                         driver="575.51", python="3.11.9", torch="2.11.0", triton="3.5.0", tilelang="0.1.6",
                         harness="0.1.0")
 
+ENV_CPU = EnvSnapshot(device_kind="cpu", device_name="AMD EPYC", device_uuid=None, driver=None, python="3.11.7",
+                      torch="2.13.0+cpu", triton="3.9.0", tilelang="0.1.15", harness="0.1.0")
+
 # problem -> (category, {workload: (flops, min_bytes)})
 PROBLEMS = {
     "layernorm": ("normalization", {"fp16-32768x4096": (8 * 32768 * 4096, (2 * 32768 * 4096 + 2 * 4096) * 2),
@@ -56,8 +59,13 @@ def record(generator: str, version: str, problem: str, workload: str, *, status:
            t_kernel: float | None = None, t_library: float | None = None, candidate: str | None = None,
            run_id: str = "run-1", env: EnvSnapshot = ENV_H200, created_at: str = "2025-01-01T00:00:00+00:00",
            dsl: str = "triton", diagnostics: tuple[dict, ...] = (), screen: bool = True, rel_spread: float = 0.02,
-           seed: int = 0) -> JobResult:
-    """One record; timing/screening only when status is PASSED and both times are given."""
+           seed: int = 0, error: str | None = None) -> JobResult:
+    """One record; timing/screening only when status is PASSED and both times are given.
+
+    ``env=ENV_CPU`` gives a CPU-path record that still carries a screening,
+    as harnesses before the CPU-path change wrote them. ``error``: the error
+    message of a failed record (default ``synthetic STATUS``).
+    """
     from harness.score.gates import screen as gscreen
 
     cat, wls = PROBLEMS[problem]
@@ -77,7 +85,7 @@ def record(generator: str, version: str, problem: str, workload: str, *, status:
                 st = Status.REWARD_HACK
                 err = ErrorInfo("BelowPhysicalMinimum", scr.reason)
     elif st.is_failure:
-        err = ErrorInfo("Synthetic", f"synthetic {status}")
+        err = ErrorInfo("Synthetic", error or f"synthetic {status}")
         if st is Status.INCORRECT_NUMERICAL:
             corr = CorrectnessStats(5, 2, 0.5, 12.0, 1e-2, 1e-2, failed_round=2, detail="max excess 12x")
     jid = hashlib.sha256(f"{generator}|{version}|{candidate}|{problem}|{workload}".encode()).hexdigest()[:20]
