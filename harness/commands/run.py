@@ -223,9 +223,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"seconds per call (default {DEFAULTS.round_timeout_s:g})")
     p.add_argument("--timing-timeout", type=float, default=DEFAULTS.timing_timeout_s,
                    help=f"seconds per batch of timed calls (default {DEFAULTS.timing_timeout_s:g})")
-    p.add_argument("--tau-lib", type=float, default=0.8, help="E_lib gate (default 0.8)")
-    p.add_argument("--tau-roof-memory", type=float, default=0.5, help="U_roof gate for memory-bound workloads (default 0.5)")
-    p.add_argument("--tau-roof-compute", type=float, default=0.25, help="U_roof gate for compute-bound workloads (default 0.25)")
+    from harness.score.gates import Thresholds
+
+    th = Thresholds()
+    p.add_argument("--tau-lib", type=float, default=th.tau_lib, help=f"E_lib gate (default {th.tau_lib:g})")
+    p.add_argument("--tau-roof-memory", type=float, default=th.tau_roof_memory,
+                   help=f"U_roof gate for memory-bound workloads (default {th.tau_roof_memory:g})")
+    p.add_argument("--tau-roof-compute", type=float, default=th.tau_roof_compute,
+                   help=f"U_roof gate for compute-bound workloads (default {th.tau_roof_compute:g})")
     p.add_argument("--scratch", metavar="DIR", help="where candidates' scratch folders go (default OUT/.scratch); "
                    "a tmpfs such as /dev/shm/kg speeds up GPU-sized output hand-off")
     p.add_argument("--no-precompile", action="store_true", help="GPU: skip the dry forward that compiles each kernel "

@@ -15,15 +15,15 @@ source tools/device_env.sh
 cat "$OUT/environment.txt"
 scratch=/dev/shm/kg; mkdir -p $scratch
 echo "== pytest -m gpu ($(( $(date +%s) - t0 )) s)"
-timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/execute/test_gpu_engine.py tests/execute/test_handoff_gpu.py \
+timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/execute/test_gpu_engine.py tests/execute/test_handoff_gpu.py \
   2>&1 | tail -40 | tee "$OUT/pytest_gpu.txt"
 echo "== fixtures ($(( $(date +%s) - t0 )) s)"
-timeout 150 python3 -m harness run tests/execute/fixtures/mixed tests/execute/fixtures/gpu --device cuda --tags smoke \
+timeout 110 python3 -m harness run tests/execute/fixtures/mixed tests/execute/fixtures/gpu --device cuda --tags smoke \
   --out "$OUT/fixtures" --scratch $scratch/f --jobs 6 --quick --yes-execute --no-progress --round-timeout 20 \
   --compile-timeout 60 > "$OUT/fixtures.txt" 2>&1
 python3 tools/check_fixture_statuses.py "$OUT/fixtures" 2>&1 | tail -30
 echo "== bundled sample ($(( $(date +%s) - t0 )) s)"
-timeout 200 python3 -m harness run submissions/triton-reference submissions/tilelang-reference submissions/defects \
+timeout 170 python3 -m harness run submissions/triton-reference submissions/tilelang-reference submissions/defects \
   --device cuda --out "$OUT/bundle" --scratch $scratch/b --jobs 8 --quick --yes-execute --no-progress \
   --only gelu --only layernorm --only gemm_square --only softmax > "$OUT/bundle.txt" 2>&1
 tail -30 "$OUT/bundle.txt"
