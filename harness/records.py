@@ -230,21 +230,24 @@ class Screening:
 class TrustedTiming:
     """The parent's own clock over batches of back-to-back calls (harness.score.clock).
 
-    Each batch makes fresh inputs and calls the forward ``calls_per_batch``
-    times; the parent times it from its request to the reply, and the
-    checker's input-only batch of the same size is subtracted. The candidate
-    can only make its own batch slower, never faster.
+    Each batch runs the forward ``calls_per_batch`` times on fresh inputs made
+    beforehand; the parent times it from its request to the reply, minus an
+    empty request's round trip. The candidate can only make its own batch
+    slower, never faster.
     """
 
     calls_per_batch: int
     kernel_ms_per_call: float
-    """Median over batches of (candidate batch - input batch) / calls: the candidate's trusted time per call."""
+    """Median over batches of (candidate batch - round trip) / calls: the candidate's trusted time per call."""
     library_ms_per_call: float
     """The same for the library, timed in the trusted checker."""
-    inputs_ms_per_call: float
+    round_trip_ms: float
+    """Median round trip of an empty request to the worker (subtracted from each of its batches)."""
     kernel_batch_ms: tuple[float, ...]
     library_batch_ms: tuple[float, ...]
-    inputs_batch_ms: tuple[float, ...]
+    round_trip_batch_ms: tuple[float, ...]
+    library_round_trip_batch_ms: tuple[float, ...]
+    """The checker's empty-request round trips (subtracted from the library's batches)."""
     source: str
     """Which times the screening used: ``cuda_event`` (the events agreed with this clock) or ``trusted_batch``
     (host-bound: both sides were scored on this clock)."""
@@ -259,7 +262,7 @@ class TrustedTiming:
             return None
         _check_keys(cls, d)
         d = _floats(cls, d)
-        for k in ("kernel_batch_ms", "library_batch_ms", "inputs_batch_ms"):
+        for k in ("kernel_batch_ms", "library_batch_ms", "round_trip_batch_ms", "library_round_trip_batch_ms"):
             d[k] = tuple(float(x) for x in d[k])
         return cls(**d)
 

@@ -21,8 +21,8 @@ What it does, per request:
   the same (seed, transform); its output may be kept for a ``Verify``.
 * ``Verify``: a timed call's handed-off output against the kept library
   output of the same inputs.
-* ``GenBatch`` / ``LibBatch``: back-to-back input generation (and library
-  calls), for the parent's wall clock.
+* ``LibBatch`` / ``RunLibBatch``: make a batch's inputs (untimed), then run
+  the library on them back to back, for the parent's wall clock.
 * ``LibKernels``: the library's forward under the profiler: which kernels the
   library op is made of on this device.
 
@@ -298,30 +298,31 @@ def verify(req: P.Verify) -> P.VerifyReply:
     return P.VerifyReply(ok=res["ok"], status=res["status"], detail=res["detail"], max_excess=res["max_excess"])
 
 
-def gen_batch(req: P.GenBatch) -> P.BatchReply:
+def lib_batch(req: P.LibBatch) -> P.BatchReply:
+    """Prepare a batch: its inputs, made now (the parent does not time this)."""
     b = _baseline(req.ctx)
     _flags(req.ctx)
-    for seed, tr in zip(req.seeds, req.transforms):
-        inputs = _inputs(req.ctx, b.module, seed, tr)
-        del inputs
+    keep = {int(k): int(v) for k, v in req.keep.items()}
+    _STATE["batch"] = (b, [(_inputs(req.ctx, b.module, seed, tr), _fwd_seed(req.ctx, seed), keep.get(j), seed, tr)
+                           for j, (seed, tr) in enumerate(zip(req.seeds, req.transforms))])
     _timer(req.ctx.device).sync()
     return P.BatchReply(calls=len(req.seeds))
 
 
-def lib_batch(req: P.LibBatch) -> P.BatchReply:
+def run_lib_batch(req: P.RunLibBatch) -> P.BatchReply:
+    """Run the library on the prepared batch back to back, then synchronize (the parent times this)."""
     from harness.execute.candidate_thread import forward
     from harness.execute.inputs import flatten_outputs
 
-    b = _baseline(req.ctx)
-    _flags(req.ctx)
-    for j, (seed, tr) in enumerate(zip(req.seeds, req.transforms)):
-        inputs = _inputs(req.ctx, b.module, seed, tr)
-        out = b.thread.run(forward, b.model, inputs, _fwd_seed(req.ctx, seed))
-        if str(j) in req.keep:
-            _KEPT[int(req.keep[str(j)])] = ([t.detach() for t in flatten_outputs(out)], req.ctx, seed, tr)
-        del inputs, out
-    _timer(req.ctx.device).sync()
-    return P.BatchReply(calls=len(req.seeds))
+    if req.empty:
+        return P.BatchReply(calls=0)
+    b, calls = _STATE.pop("batch")
+    for inputs, seed, keep_id, s, tr in calls:
+        out = b.thread.run(forward, b.model, inputs, seed)
+        if keep_id is not None:
+            _KEPT[keep_id] = ([t.detach() for t in flatten_outputs(out)], b.ctx, s, tr)
+    _timer(b.ctx.device).sync()
+    return P.BatchReply(calls=len(calls))
 
 
 def lib_kernels(req: P.LibKernels) -> P.LibKernelsReply:
@@ -355,8 +356,8 @@ def handle(req: Any) -> Any:
         for k in req.keep_ids:
             _KEPT.pop(k, None)
         return P.OkReply()
-    handler = {P.Compare: compare, P.LibSample: lib_sample, P.Verify: verify, P.GenBatch: gen_batch,
-               P.LibBatch: lib_batch, P.LibKernels: lib_kernels}[type(req)]
+    handler = {P.Compare: compare, P.LibSample: lib_sample, P.Verify: verify, P.LibBatch: lib_batch,
+               P.RunLibBatch: run_lib_batch, P.LibKernels: lib_kernels}[type(req)]
     return handler(req)
 
 
@@ -392,6 +393,9 @@ def _warm_up() -> None:
 
     if os.environ.get("CUDA_VISIBLE_DEVICES") and torch.cuda.is_available():
         torch.empty(1, device="cuda")
+        from harness.execute.profiling import KernelProfiler
+
+        _STATE["profiler"] = KernelProfiler("cuda", running=False)  # CUPTI's first start is slow: not in a check
 
 
 def main() -> int:

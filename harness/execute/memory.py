@@ -13,7 +13,7 @@ under-estimate is what lets neighbours run each other out of memory.
 Estimate per workload (bytes; ``E`` = element size of the dtype)::
 
     worker  = context + flush + params + 3 x inputs          (a live set, the poison fill: 2 x inputs)
-              + kept outputs (2 calls, or a batch's: at most keep_bytes) + workspace (inputs + outputs)
+              + kept calls (2, or a batch's inputs and outputs: at most keep_bytes) + workspace (inputs + outputs)
     checker = context + flush + inputs + params + outputs    (library call, kept output)
               + (inputs + outputs + params) x 8 / E          (the float64 reference)
               + outputs x 2                                  (the candidate's output copied in, compare temporaries)
@@ -61,11 +61,11 @@ def _sizes(w: Any) -> tuple[int, int, int]:
     return int(ins), int(outs), int(params or 0)
 
 
-def estimate(w: Any, keep_bytes: int = 2 << 30) -> Estimate:
-    """Peak device bytes of one workload's job; ``keep_bytes`` bounds the outputs a batch keeps."""
+def estimate(w: Any, keep_bytes: int = 6 << 30) -> Estimate:
+    """Peak device bytes of one workload's job; ``keep_bytes`` bounds what a timed batch keeps."""
     ins, outs, params = _sizes(w)
     e = ELEM.get(w.dtype, 4)
-    kept = max(2 * outs, min(keep_bytes, 256 * outs))
+    kept = max(2 * (ins + outs), min(keep_bytes, 256 * (ins + outs)))
     worker = CONTEXT_BYTES + FLUSH_BYTES + params + 3 * ins + kept + (ins + outs)
     checker = CONTEXT_BYTES + FLUSH_BYTES + ins + params + outs + (ins + outs + params) * 8 // e + 2 * outs
     return Estimate(int(worker), int(checker))

@@ -24,7 +24,8 @@ Conversation with a worker (one candidate, its workloads in order)::
       repeated, in any order the parent chooses:
         parent -> worker Call          -> CallReport      one forward on fresh inputs from (seed, transform)
         parent -> worker Handoff       -> HandoffReport   export a kept call's outputs (and inputs)
-        parent -> worker Batch         -> BatchReport     back-to-back forwards, timed by the parent's clock
+        parent -> worker Batch         -> BatchReady      make the inputs of a batch (the candidate's code does not run)
+        parent -> worker Go...Batch    -> BatchReport     back-to-back forwards on them, timed by the parent's clock
         parent -> worker Release                           drop kept outputs (no reply)
         parent -> worker Kernels       -> KernelReport    the profiler's kernel table since the last one
       parent -> worker EndWorkload     -> WorkloadDone
@@ -283,11 +284,23 @@ class Handoff:
 
 @message("batch")
 class Batch:
-    """Back-to-back forwards, one per (seed, transform), no flush, no hold, no events; keep each output."""
+    """Make the inputs of a batch, one set per (seed, transform), in the worker's own thread; reply BatchReady.
+
+    The candidate's code does not run while they are made: it first sees them in :class:`RunBatch`.
+    """
 
     call_ids: tuple[int, ...]
     seeds: tuple[int, ...]
     transforms: tuple[int, ...]
+
+
+@message("run_batch")
+class RunBatch:
+    """Run the forward on each prepared input set back to back (no flush, hold or events), keep each output,
+    synchronize, reply BatchReport. The parent times this request -> reply; ``call_ids`` empty times the
+    round trip alone."""
+
+    call_ids: tuple[int, ...]
 
 
 @message("release")
@@ -367,8 +380,6 @@ class CallReport:
     lowered_sources: tuple[str, ...] | None = None
     audit_blocked: tuple[str, ...] = ()
     """Audit-hook refusals since the last report (e.g. ``ctypes.dlopen``): each one is a cheat attempt."""
-    patched: tuple[str, ...] = ()
-    """Functions of torch, Triton or the harness replaced since the worker's snapshot (harness.execute.tamper)."""
 
 
 @message("handoff_report")
@@ -381,6 +392,13 @@ class HandoffReport:
     error: Error | None = None
 
 
+@message("batch_ready")
+class BatchReady:
+    calls: int
+    error: Error | None = None
+    out_of_memory: bool = False
+
+
 @message("batch_report")
 class BatchReport:
     calls: int
@@ -391,6 +409,8 @@ class BatchReport:
 
 @message("kernel_report")
 class KernelReport:
+    """The phase's end: the profiler's kernel table, and the identity check of the worker's functions."""
+
     profiler: str
     rows: tuple[KernelRow, ...]
     markers: int
@@ -399,6 +419,10 @@ class KernelReport:
     """Calls in the window."""
     dsl_names: tuple[str, ...]
     """Names of the Triton/TileLang kernels the worker's hooks saw compiled or launched (a claim)."""
+    patched: tuple[str, ...] = ()
+    """Functions of torch, Triton or the harness replaced since the worker's snapshot (harness.execute.tamper)."""
+    new_children: int = 0
+    """Child processes of the worker alive at the end of the phase."""
 
 
 @message("workload_done")
@@ -411,9 +435,9 @@ class Done:
     pass
 
 
-WORKER_TO_PARENT = (Ready, Imported, Fatal, WorkloadFatal, WantDevice, CallReport, HandoffReport, BatchReport,
-                    KernelReport, WorkloadDone, Done)
-PARENT_TO_WORKER = (Go, Call, Handoff, Batch, Release, Kernels, EndWorkload, Finish)
+WORKER_TO_PARENT = (Ready, Imported, Fatal, WorkloadFatal, WantDevice, CallReport, HandoffReport, BatchReady,
+                    BatchReport, KernelReport, WorkloadDone, Done)
+PARENT_TO_WORKER = (Go, Call, Handoff, Batch, RunBatch, Release, Kernels, EndWorkload, Finish)
 
 
 # --------------------------------------------------------------------------- parent <-> checker (trusted)
@@ -519,24 +543,23 @@ class VerifyReply:
     max_excess: float | None = None
 
 
-@message("gen_batch")
-class GenBatch:
-    """Only make the inputs of ``seeds`` back to back (the parent times it: the inputs' part of a batch)."""
-
-    ctx: Context
-    seeds: tuple[int, ...]
-    transforms: tuple[int, ...]
-
-
 @message("lib_batch")
 class LibBatch:
-    """Make inputs and run the library back to back, like a worker's Batch; keep outputs at ``keep`` positions."""
+    """Make the inputs of a batch for the library (untimed), like a worker's Batch; keep outputs at ``keep``."""
 
     ctx: Context
     seeds: tuple[int, ...]
     transforms: tuple[int, ...]
     keep: dict = field(default_factory=dict)
     """Position in the batch (as a string) -> keep id."""
+
+
+@message("run_lib_batch")
+class RunLibBatch:
+    """Run the library on the prepared batch back to back, synchronize; the parent times request -> reply.
+    ``empty`` times the round trip alone."""
+
+    empty: bool = False
 
 
 @message("batch_reply")
@@ -582,11 +605,11 @@ class ErrorReply:
     out_of_memory: bool = False
 
 
-CHECKER_REQUESTS = (Compare, LibSample, Verify, GenBatch, LibBatch, LibKernels, Drop, Ping)
+CHECKER_REQUESTS = (Compare, LibSample, Verify, LibBatch, RunLibBatch, LibKernels, Drop, Ping)
 CHECKER_REPLIES = (CompareReply, LibSampleReply, VerifyReply, BatchReply, LibKernelsReply, OkReply, ErrorReply)
 REPLY_FOR: dict[type, tuple[type, ...]] = {
     Compare: (CompareReply, ErrorReply), LibSample: (LibSampleReply, ErrorReply), Verify: (VerifyReply, ErrorReply),
-    GenBatch: (BatchReply, ErrorReply), LibBatch: (BatchReply, ErrorReply), LibKernels: (LibKernelsReply, ErrorReply),
+    LibBatch: (BatchReply, ErrorReply), RunLibBatch: (BatchReply, ErrorReply), LibKernels: (LibKernelsReply, ErrorReply),
     Drop: (OkReply, ErrorReply), Ping: (OkReply, ErrorReply),
 }
 

@@ -8,7 +8,7 @@ Per workload (messages in :mod:`harness.execute.protocol`)::
     timing        (GPU exclusive; one checker process leased for the whole phase)
         W + S calls, alternating  worker Call(s_i, t_i)  /  checker LibSample(s_i, t_i)    fresh inputs each
         at secret positions:      worker Handoff  ->  checker Verify against the library's output
-        B batches per side:       checker GenBatch, checker LibBatch, worker Batch  (the parent's clock)
+        B batches per side:       Batch/LibBatch (inputs, untimed), then RunBatch/RunLibBatch (the parent's clock)
                                   one call per batch chosen afterwards: Handoff -> Verify
         profiler:   worker Kernels  ->  attribution
     after the worker has exited: a quiet re-measurement of the library where needed (contention check)
@@ -306,9 +306,8 @@ class Session:
         if isinstance(msg, P.Fatal):
             self._fail_rest(Status(msg.status), dataclasses.asdict(msg.error))
             return
-        if msg.audit_blocked or msg.patched:
-            f = judge.judge_call(P.CallReport(call_id=-1, ok=True, audit_blocked=msg.audit_blocked, patched=msg.patched),
-                                 dsl=self.c.dsl, device=o.device, library_aten=(), profiled=True)
+        f = judge.judge_tamper(msg.audit_blocked, msg.patched)
+        if f is not None:
             self._fail_rest(f.status, f.error, f.evidence)
             return
         by_name = {w.name: w for w in self.t.workloads}
@@ -418,11 +417,9 @@ class Session:
         if lib_excess > 1.0:
             warnings.append(f"the library's own output exceeds the tolerance by {lib_excess:.2f}x against float64; "
                             "the tolerance was widened to 1.5x the library's error")
-        failed = judge.judge_fingerprint(identical, rounding)
-        if failed is not None:
-            self._lap(w.name, "correctness_s")
-            self._fail(w, failed, correctness=corr)
-            raise _Stop
+        note = judge.fingerprint_note(identical, rounding)
+        if note is not None:
+            warnings.append(note)
         kernels = self._attribution(w, ctx, o.rounds)
         self._lap(w.name, "correctness_s")
         if isinstance(kernels, judge.Failure):
@@ -465,12 +462,15 @@ class Session:
             self.dev.library_kernels[ctx.key] = names
         return names
 
-    def _attribution(self, w: Any, ctx: P.Context, calls: int) -> KernelAttribution | judge.Failure | None:
-        """The profiler's table for the calls since the last window, judged; None where no profiler runs."""
-        if self.profiler != "cupti":
-            return KernelAttribution(method="launch-counter", dsl_share=None)
+    def _attribution(self, w: Any, ctx: P.Context, calls: int) -> KernelAttribution | judge.Failure:
+        """The phase's end: tampering facts, then the profiler's kernel table for its calls, judged."""
         self._send(P.Kernels())
         rep = self._recv(self.o.round_timeout_s, "reading the kernel profile", P.KernelReport)
+        failed = judge.judge_tamper((), rep.patched, rep.new_children)
+        if failed is not None:
+            return failed
+        if self.profiler != "cupti":
+            return KernelAttribution(method="launch-counter", dsl_share=None)
         failed = judge.judge_markers(rep.markers, rep.calls)
         if failed is None and rep.calls != calls:
             failed = judge.hack(f"the profiler window reports {rep.calls} calls, the parent made {calls}",
@@ -522,11 +522,14 @@ class Session:
                                enqueue_us=statistics.median(cand_enq) if cand_enq else 0.0,
                                trusted_kernel_ms=clock_info["T_c"], trusted_library_ms=clock_info["T_l"],
                                kernel_spread=clock_info["spread"], n=clock_info["n"],
-                               base_tolerance=BASE_TOLERANCE if self.cuda else CPU_TOLERANCE)
+                               base_tolerance=BASE_TOLERANCE if self.cuda else CPU_TOLERANCE,
+                               host_bound_possible=self.cuda)
         tt = TrustedTiming(calls_per_batch=clock_info["n"], kernel_ms_per_call=clock_info["T_c"],
-                           library_ms_per_call=clock_info["T_l"], inputs_ms_per_call=clock_info["T_g"],
+                           library_ms_per_call=clock_info["T_l"], round_trip_ms=statistics.median(clock_info["W_g"]),
                            kernel_batch_ms=tuple(clock_info["W_c"]), library_batch_ms=tuple(clock_info["W_l"]),
-                           inputs_batch_ms=tuple(clock_info["W_g"]), source=decision.source, note=decision.note)
+                           round_trip_batch_ms=tuple(clock_info["W_g"]),
+                           library_round_trip_batch_ms=tuple(clock_info["W_gl"]), source=decision.source,
+                           note=decision.note)
         verification = Verification(timed_calls=timed, checked_calls=checks + batch_checks, mismatches=0)
         if decision.hack is not None:
             self._record(w, Status.REWARD_HACK, error={"type": "ClockMismatch", "message": decision.hack},
@@ -537,7 +540,7 @@ class Session:
             warnings.append(decision.note)
             n = clock_info["n"]
             kt = stats([max(0.0, b - g) / n for b, g in zip(clock_info["W_c"], clock_info["W_g"])], "parent_wall_clock")
-            lt = stats([max(0.0, b - g) / n for b, g in zip(clock_info["W_l"], clock_info["W_g"])], "parent_wall_clock")
+            lt = stats([max(0.0, b - g) / n for b, g in zip(clock_info["W_l"], clock_info["W_gl"])], "parent_wall_clock")
         for label, st in (("kernel", kt), ("library", lt)):
             if st.relative_iqr > NOISY_IQR:
                 warnings.append(f"{label} timing is noisy: IQR/median = {st.relative_iqr:.0%} (> {NOISY_IQR:.0%})")
@@ -553,4 +556,5 @@ class Session:
         self._record(w, status, error=err, correctness=corr, timing=kt, library_timing=lt, screening=screening,
                      warnings=tuple(warnings), trusted=tt, kernels=kernels_t or kernels, verification=verification,
                      evidence=evidence)
-        self.timed.append((w, ctx, lt.median_ms, lt.relative_iqr))
+        lib_events = stats(lib_ms, timer)  # the quiet re-measurement is of events: compare like with like
+        self.timed.append((w, ctx, lib_events.median_ms, lib_events.relative_iqr))

@@ -6,8 +6,8 @@ they were made)::
 
     W + S calls, alternating   worker Call(s_i, t_i)  /  checker LibSample(s_i, t_i)     fresh inputs each
     at secret positions        worker Handoff  ->  checker Verify against the library's output
-    B batches per side         checker GenBatch, checker LibBatch, worker Batch   (the parent's clock)
-                               one call per batch, chosen afterwards: Handoff -> Verify
+    B batches per side         Batch / LibBatch: the inputs (untimed), then RunBatch / RunLibBatch timed by
+                               the parent, minus an empty one; one call per batch, chosen afterwards, verified
 
 and, once the candidate's process has exited, :meth:`TimingPhase.quiet_checks`
 measures the library again where this session's library times were slower
@@ -31,8 +31,8 @@ from harness.score.clock import per_call, spread
 
 QUIET_SAMPLES = 7
 BATCH_MAX_CALLS = 256
-BATCH_KEEP_BYTES = 2 << 30
-"""The worker keeps every output of a batch until the parent has chosen which to verify: at most this much."""
+BATCH_KEEP_BYTES = 6 << 30
+"""A batch's inputs and outputs (kept until the parent has chosen which to verify) hold at most this much."""
 
 
 def stats(samples: list[float], timer: str) -> TimingStats:
@@ -122,14 +122,21 @@ class TimingPhase:
         return judge.judge_verification(v, position, phase)
 
     def batches(self, w: Any, ctx: P.Context, checker: Any, cand_ms: list[float], lib_ms: list[float],
-                 lib_excess: float):
-        """The parent's clock: back-to-back batches of fresh calls, candidate and library, minus inputs alone."""
+                lib_excess: float):
+        """The parent's clock: batches of back-to-back calls on fresh, already made inputs, both sides.
+
+        Each side first makes the batch's inputs (untimed; the candidate's code is not running then),
+        then the parent times one request that runs the forwards back to back and synchronizes, and
+        an empty one (the round trip alone), which is subtracted. One call per batch, chosen after it
+        ran, is verified.
+        """
         o = self.s.o
         per = max(statistics.median(cand_ms), statistics.median(lib_ms), 1e-3)
-        out_bytes = getattr(w, "output_bytes", None) or max(1, w.min_bytes // 2)
-        n = max(2, min(BATCH_MAX_CALLS, math.ceil(o.batch_target_ms / per), BATCH_KEEP_BYTES // max(1, out_bytes)))
+        set_bytes = max(1, (getattr(w, "input_bytes", None) or w.min_bytes // 2)
+                        + (getattr(w, "output_bytes", None) or w.min_bytes // 2))
+        n = max(2, min(BATCH_MAX_CALLS, math.ceil(o.batch_target_ms / per), BATCH_KEEP_BYTES // set_bytes))
         reps = max(1, o.batch_reps if self.s.cuda else 1)
-        W_c, W_l, W_g = [], [], []
+        W_c, W_l, W_g, W_gl = [], [], [], []
         checks = 0
         for b in range(reps):
             base = 100_000 + b * (n + 1)
@@ -137,32 +144,44 @@ class TimingPhase:
             seeds = tuple(round_seed(o.base_seed, w.name, cid) ^ self.s._rng.getrandbits(32) for cid in ids)
             trs = tuple(self.s._rng.randrange(len(ROUND_TRANSFORMS)) for _ in ids)
             k = self.s._rng.randrange(n)
+            prep = checker.request(P.LibBatch(ctx=ctx, seeds=seeds, transforms=trs, keep={str(k): ids[k]}))
             t0 = time.monotonic()
-            g = checker.request(P.GenBatch(ctx=ctx, seeds=seeds, transforms=trs))
-            W_g.append((time.monotonic() - t0) * 1e3)
-            t0 = time.monotonic()
-            lb = checker.request(P.LibBatch(ctx=ctx, seeds=seeds, transforms=trs, keep={str(k): ids[k]}))
-            W_l.append((time.monotonic() - t0) * 1e3)
-            if isinstance(g, P.ErrorReply) or isinstance(lb, P.ErrorReply):
-                bad = g if isinstance(g, P.ErrorReply) else lb
-                return judge.Failure(Status.HARNESS_ERROR, f"the library's batch failed: {bad.detail}",
-                                     retry_alone=bad.out_of_memory)
-            t0 = time.monotonic()
+            empty = checker.request(P.RunLibBatch(empty=True))
+            t1 = time.monotonic()
+            run = checker.request(P.RunLibBatch())
+            t2 = time.monotonic()
+            for bad in (prep, empty, run):
+                if isinstance(bad, P.ErrorReply):
+                    return judge.Failure(Status.HARNESS_ERROR, f"the library's batch failed: {bad.detail}",
+                                         retry_alone=bad.out_of_memory)
+            W_l.append((t2 - t1) * 1e3)
             self.s._send(P.Batch(call_ids=ids, seeds=seeds, transforms=trs))
+            ready = self.s._recv(o.timing_timeout_s, f"making the inputs of a batch of {n}", P.BatchReady)
+            if ready.error is not None or ready.calls != n:
+                err = ready.error or P.Error("BatchIncomplete", f"{ready.calls} of {n} input sets")
+                return judge.Failure(Status.HARNESS_ERROR, f"the worker could not make a batch's inputs: {err.message}",
+                                     retry_alone=ready.out_of_memory and self.s.cuda)
+            t3 = time.monotonic()
+            self.s._send(P.RunBatch(call_ids=()))
+            self.s._recv(o.timing_timeout_s, "timing an empty batch", P.BatchReport)
+            t4 = time.monotonic()
+            self.s._send(P.RunBatch(call_ids=ids))
             rep = self.s._recv(o.timing_timeout_s, f"running a batch of {n} calls", P.BatchReport)
-            W_c.append((time.monotonic() - t0) * 1e3)
+            t5 = time.monotonic()
+            W_c.append((t5 - t4) * 1e3)
+            W_g.append((t4 - t3) * 1e3)  # each side's own round trip is subtracted from its batch
+            W_gl.append((t1 - t0) * 1e3)
             if rep.error is not None or rep.calls != n:
                 err = rep.error or P.Error("BatchIncomplete", f"{rep.calls} of {n} calls")
-                f = judge.Failure(Status.RUNTIME_ERROR, f"a timed batch failed: {err.type}: {err.message[:300]}",
-                                  retry_alone=rep.out_of_memory and self.s.cuda)
-                return f
+                return judge.Failure(Status.RUNTIME_ERROR, f"a timed batch failed: {err.type}: {err.message[:300]}",
+                                     retry_alone=rep.out_of_memory and self.s.cuda)
             failed = self.verify(w, checker, ids[k], k, "batch", lib_excess, inputs=False)
             self.s._send(P.Release(call_ids=ids))
             if failed is not None:
                 return failed
             checks += 1
-        info = {"n": n, "W_c": W_c, "W_l": W_l, "W_g": W_g, "T_c": per_call(W_c, W_g, n), "T_l": per_call(W_l, W_g, n),
-                "T_g": statistics.median(W_g) / n, "spread": spread(W_c, W_g, n)}
+        info = {"n": n, "W_c": W_c, "W_l": W_l, "W_g": W_g, "W_gl": W_gl, "T_c": per_call(W_c, W_g, n),
+                "T_l": per_call(W_l, W_gl, n), "spread": spread(W_c, W_g, n)}
         return info, checks
 
     def quiet_checks(self) -> None:

@@ -71,8 +71,16 @@ def _set_rlimits(settings: dict) -> None:
 
 
 def _children() -> set[int]:
-    """Pids of this process's live children (read from /proc; no dependency)."""
-    me, out = str(os.getpid()), set()
+    """Pids of this process's live children: /proc/self/task/*/children where the kernel has it, else a scan."""
+    out: set[int] = set()
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/children", "rb") as f:
+                out.update(int(p) for p in f.read().split())
+        return out
+    except OSError:
+        pass
+    me = str(os.getpid())
     try:
         for entry in os.listdir("/proc"):
             if entry.isdigit():
@@ -154,6 +162,7 @@ class Worker:
         self.timer = DeviceTimer(self.device, TimingConfig.from_dict(spec.timing).flush_bytes)
         self.cthread = CandidateThread()
         self.kept: dict[int, tuple] = {}
+        self.prepared: list[tuple] = []
         self.calls_in_window = 0
         self.threads_ok = {self.cthread.ident} | {t.ident for t in threading.enumerate() if t.name == "kg-lifeline"}
 
@@ -239,7 +248,7 @@ class Worker:
         self.calls_in_window = 0
         fwd_seed = spec.mode == "train"
         while True:
-            msg = self.recv(P.Call, P.Handoff, P.Batch, P.Release, P.Kernels, P.EndWorkload)
+            msg = self.recv(P.Call, P.Handoff, P.Batch, P.RunBatch, P.Release, P.Kernels, P.EndWorkload)
             if isinstance(msg, P.Call):
                 for cid in msg.release:
                     self.kept.pop(cid, None)
@@ -248,7 +257,9 @@ class Worker:
             elif isinstance(msg, P.Handoff):
                 self.handoff(w, msg)
             elif isinstance(msg, P.Batch):
-                if self.batch(model, module, w, msg, fwd_seed) == "stop":
+                self.prepare_batch(module, w, msg, fwd_seed)
+            elif isinstance(msg, P.RunBatch):
+                if self.run_batch(model, msg) == "stop":
                     return "stop"
             elif isinstance(msg, P.Release):
                 for cid in msg.call_ids:
@@ -306,7 +317,7 @@ class Worker:
             new_threads=len(guards.live_threads() - threads_before - self.threads_ok),
             new_children=len(_children() - children_before),
             output_types=tuple(type(o).__module__ + "." + type(o).__qualname__ for o in outs)[:64],
-            audit_blocked=self.audit.take(), patched=tuple(self.tamper.changed()),
+            audit_blocked=self.audit.take(),
         )
         self.send(P.CallReport(**report))
         return "ok"
@@ -338,15 +349,29 @@ class Worker:
         self.kept[msg.call_id] = (outs, inputs, keep)  # exported memory stays alive until released
         self.send(P.HandoffReport(**report))
 
-    def batch(self, model: Any, module: Any, w: P.WorkloadSpec, msg: P.Batch, fwd_seed: bool) -> str:
+    def prepare_batch(self, module: Any, w: P.WorkloadSpec, msg: P.Batch, fwd_seed: bool) -> None:
+        """Make a batch's inputs on this (the trusted) thread; the candidate first sees them in RunBatch."""
         spec = self.spec
+        try:
+            self.prepared = [(cid, self.make_inputs(module, w.dtype, self.device, seed, tr, spec.input_transform),
+                              seed if fwd_seed else None) for cid, seed, tr in zip(msg.call_ids, msg.seeds, msg.transforms)]
+            self.timer.sync()
+        except BaseException as exc:  # noqa: BLE001
+            self.prepared = []
+            self.send(P.BatchReady(calls=0, error=P.error_from_exception(exc), out_of_memory=_is_oom(exc)))
+            return
+        self.send(P.BatchReady(calls=len(self.prepared)))
+
+    def run_batch(self, model: Any, msg: P.RunBatch) -> str:
+        """The prepared calls back to back, then one device-wide synchronize (the parent's clock runs)."""
+        wanted = set(msg.call_ids)
+        calls = [c for c in self.prepared if c[0] in wanted]
+        self.prepared = [c for c in self.prepared if c[0] not in wanted]
         n = 0
         try:
-            for cid, seed, tr in zip(msg.call_ids, msg.seeds, msg.transforms):
-                inputs = self.make_inputs(module, w.dtype, self.device, seed, tr, spec.input_transform)
-                out = self.cthread.run(self.forward, model, inputs, seed if fwd_seed else None)
+            for cid, inputs, seed in calls:
+                out = self.cthread.run(self.forward, model, inputs, seed)
                 self.kept[cid] = (self.flatten(out), inputs, None)
-                del inputs, out
                 n += 1
             self.timer.sync()
         except BaseException as exc:  # noqa: BLE001
@@ -364,7 +389,8 @@ class Worker:
         self.send(P.KernelReport(
             profiler=self.profiler.status, markers=att.markers, calls=self.calls_in_window,
             rows=tuple(P.KernelRow(name=n[:300], inside_us=a, count=c, outside_us=o) for n, (a, c, o) in rows),
-            dsl_names=tuple(sorted(self.guards.COUNTER.names))[:256]))
+            dsl_names=tuple(sorted(self.guards.COUNTER.names))[:256], patched=tuple(self.tamper.changed()),
+            new_children=len(_children())))
         self.calls_in_window = 0
 
 

@@ -2,12 +2,13 @@
 
 The candidate's worker times each call with CUDA events: fine-grained, but a
 claim (its interpreter can rewrite timers and reports). The parent also
-times *batches* of back-to-back calls with fresh inputs from its own side of
-the pipe (request sent -> reply received); the checker's batch that only
-makes the same inputs is subtracted::
+times *batches* of back-to-back calls on fresh inputs (made before the batch,
+while no candidate code runs) from its own side of the pipe (request sent ->
+reply received, the worker synchronizing before it replies); an empty
+request's round trip is subtracted::
 
-    T_c = median_b (W_candidate[b] - W_inputs[b]) / n      per call, candidate
-    T_l = median_b (W_library[b]  - W_inputs[b]) / n       per call, library (trusted process)
+    T_c = median_b (W_candidate[b] - W_round_trip[b]) / n      per call, candidate
+    T_l = median_b (W_library[b]  - W_round_trip[b]) / n       per call, library (trusted process)
 
 A forward cannot finish a batch sooner than its kernels run (outputs of
 calls chosen after the batch are verified), and delaying only makes T_c
@@ -50,7 +51,7 @@ class ClockDecision:
 
 
 def per_call(batches_ms: list[float], inputs_ms: list[float], n: int) -> float:
-    """Median over batch pairs of (batch - inputs-only batch) / n, never below 0."""
+    """Median over batch pairs of (batch - its round trip) / n, never below 0."""
     diffs = [max(0.0, b - g) / n for b, g in zip(batches_ms, inputs_ms)]
     return statistics.median(diffs) if diffs else 0.0
 
@@ -65,7 +66,9 @@ def spread(batches_ms: list[float], inputs_ms: list[float], n: int) -> float:
 
 def judge_clock(*, event_kernel_ms: float, event_library_ms: float, enqueue_us: float, trusted_kernel_ms: float,
                 trusted_library_ms: float, kernel_spread: float, n: int,
-                base_tolerance: float = BASE_TOLERANCE) -> ClockDecision:
+                base_tolerance: float = BASE_TOLERANCE, host_bound_possible: bool = True) -> ClockDecision:
+    """``host_bound_possible`` is False on the CPU path, where the worker's clock is the host's (an
+    enqueue time cannot explain a difference there)."""
     tol = base_tolerance + 3.0 * kernel_spread
     evidence = {"event_ms": round(event_kernel_ms, 6), "trusted_ms_per_call": round(trusted_kernel_ms, 6),
                 "enqueue_us": round(enqueue_us, 2), "calls_per_batch": n, "tolerance": round(tol, 3)}
@@ -73,7 +76,7 @@ def judge_clock(*, event_kernel_ms: float, event_library_ms: float, enqueue_us: 
         return ClockDecision(event_kernel_ms, event_library_ms, "cuda_event",
                              f"CUDA-event median {event_kernel_ms:.4g} ms agrees with the parent's clock "
                              f"({trusted_kernel_ms:.4g} ms per call over batches of {n})", None, evidence)
-    if enqueue_us / 1e3 >= trusted_kernel_ms * (1 - tol):
+    if host_bound_possible and enqueue_us / 1e3 >= trusted_kernel_ms * (1 - tol):
         return ClockDecision(trusted_kernel_ms, trusted_library_ms, "trusted_batch",
                              f"host-bound: launching the forward takes {enqueue_us:.0f} us per call, more than its "
                              f"GPU time ({event_kernel_ms * 1e3:.0f} us); both sides scored on the parent's clock "

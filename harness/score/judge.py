@@ -16,10 +16,9 @@ from harness.execute import protocol as P
 from harness.records import Status
 
 IDENTICAL_MIN = 0.9999
-"""A candidate this close to bit-identical with the library's output, on every correctness round ..."""
+"""Share of elements bit-identical to the library's output, on every correctness round, for :func:`fingerprint_note` ..."""
 ROUNDING_MIN = 0.05
-"""... of an op whose library output differs from the rounded float64 reference in at least this share of
-elements (so an independent implementation would not match it), got its output from the library."""
+"""... of an op whose library output differs from the rounded float64 reference in at least this share."""
 CONTENTION_MIN = 0.05
 CONTENTION_MIN_MS = 0.005
 
@@ -52,12 +51,9 @@ def judge_call(r: P.CallReport, *, dsl: str, device: str, library_aten: tuple[st
     ``profiled``: a kernel profiler runs in the worker (then kernel attribution, not the launch count,
     decides whether a DSL kernel did the work).
     """
-    if r.audit_blocked:
-        return hack(f"refused by the worker's audit hooks: {'; '.join(r.audit_blocked)[:400]}", "audit_hook",
-                    events=list(r.audit_blocked))
-    if r.patched:
-        return hack(f"replaced functions the harness relies on: {', '.join(r.patched)[:400]}", "patched_functions",
-                    patched=list(r.patched))
+    tampered = judge_tamper(r.audit_blocked, ())
+    if tampered is not None:
+        return tampered
     if not r.ok:
         err = r.error or P.Error("Error", "the forward failed")
         retry = r.out_of_memory and device != "cpu"
@@ -85,6 +81,20 @@ def judge_call(r: P.CallReport, *, dsl: str, device: str, library_aten: tuple[st
     return None
 
 
+def judge_tamper(audit_blocked: tuple[str, ...], patched: tuple[str, ...], new_children: int = 0) -> Failure | None:
+    """Audit-hook refusals, replaced functions, child processes left at a phase's end: each a cheat attempt."""
+    if audit_blocked:
+        return hack(f"refused by the worker's audit hooks: {'; '.join(audit_blocked)[:400]}", "audit_hook",
+                    events=list(audit_blocked))
+    if patched:
+        return hack(f"replaced functions the harness relies on: {', '.join(patched)[:400]}", "patched_functions",
+                    patched=list(patched))
+    if new_children:
+        return hack(f"{new_children} child process(es) of the worker still running at the end of the phase",
+                    "child_process")
+    return None
+
+
 def judge_compare(reply: Any, call_index: int) -> Failure | None:
     """The checker's correctness reply for round ``call_index``."""
     if isinstance(reply, P.ErrorReply):
@@ -98,17 +108,21 @@ def judge_compare(reply: Any, call_index: int) -> Failure | None:
     return Failure(status, f"round {call_index}: {reply.detail}")
 
 
-def judge_fingerprint(identical: list[float | None], rounding: list[float | None]) -> Failure | None:
-    """Every round bit-identical to the library where an independent implementation would differ: a fallback."""
+def fingerprint_note(identical: list[float | None], rounding: list[float | None]) -> str | None:
+    """A note when every round is bit-identical to the library's output where float64 rounding would differ.
+
+    Not a verdict: an independent kernel that follows the same arithmetic in the same order (a sequential-K
+    fp32 GEMM like cuBLAS's SIMT one, an fp32 GELU with the same erf) is bit-identical too, as the H200 runs
+    showed for the bundled Triton and TileLang references. It is recorded for an audit; the kernel
+    attribution decides whether the library did the work.
+    """
     pairs = [(i, r) for i, r in zip(identical, rounding) if i is not None and r is not None]
     if not pairs or len(pairs) < len(identical):
         return None
     if all(i >= IDENTICAL_MIN for i, _ in pairs) and min(r for _, r in pairs) >= ROUNDING_MIN:
-        worst = min(i for i, _ in pairs)
-        return hack(f"library fallback: the output is bit-identical to the library's in {worst:.4%} or more of its "
-                    f"elements in every round, while the library's own output differs from the rounded float64 "
-                    f"reference in {min(r for _, r in pairs):.1%} of them (an independent kernel would not match "
-                    "it): the library computed it", "library_identical", identical=[round(i, 6) for i, _ in pairs])
+        return (f"the output is bit-identical to the library's in every element of every round (the library's own "
+                f"output differs from the rounded float64 reference in {min(r for _, r in pairs):.0%} of them): the "
+                "same arithmetic in the same order, or the library itself (see the kernel table)")
     return None
 
 

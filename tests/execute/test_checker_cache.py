@@ -55,7 +55,7 @@ def test_a_request_the_checker_cannot_serve_is_an_error_reply_not_a_crash(tmp_pa
     try:
         ctx = P.Context(problem_path=str(tmp_path / "missing.py"), params={}, dtype="float32", device="cpu",
                         model_seed=1, input_transform="any", allow_tf32=False)
-        reply, _ = pool.request(P.GenBatch(ctx=ctx, seeds=(1,), transforms=(0,)), ctx.key)
+        reply, _ = pool.request(P.LibBatch(ctx=ctx, seeds=(1,), transforms=(0,)), ctx.key)
         assert isinstance(reply, P.ErrorReply) and reply.status == "HARNESS_ERROR"
         again, _ = pool.request(P.Ping(), "x")  # the process is still serving
         assert isinstance(again, P.OkReply)

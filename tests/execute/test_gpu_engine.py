@@ -99,7 +99,7 @@ def test_ipc_bounds_check_with_a_live_exporter(tmp_path):
 def _expected(folder: Path) -> dict[str, str]:
     out = {}
     for f in sorted(folder.glob("*.py")):
-        m = re.search(r"expect: ([A-Z_]+)", f.read_text().split("\n", 1)[0])
+        m = re.search(r"expect: ([A-Z_|]+)", f.read_text().split("\n", 1)[0])
         if m:
             out[f"{folder.name}/{f.name}"] = m.group(1)
     return out
@@ -125,8 +125,8 @@ def test_gpu_fixtures_get_their_status(tmp_path):
     results = _run([FIXTURES / "gpu"], tmp_path, ("smoke",))
     got = {r.candidate: r.status.value for r in results}
     expected = _expected(FIXTURES / "gpu")
-    assert {k: got.get(k) for k in expected} == expected, [(r.candidate, r.error.message[:200] if r.error else "")
-                                                          for r in results]
+    wrong = {k: (got.get(k), v) for k, v in expected.items() if got.get(k) not in v.split("|")}
+    assert not wrong, (wrong, [(r.candidate, r.error.message[:200] if r.error else "") for r in results])
 
 
 def test_bundled_kernels_pass_with_the_trusted_protocol(tmp_path):

@@ -28,8 +28,10 @@ def test_an_honest_call_passes():
 def test_audit_refusals_and_patched_functions_are_reward_hacks():
     f = j(call(audit_blocked=("sys._getframe: <frame>",)))
     assert f.status is Status.REWARD_HACK and f.evidence["mechanism"] == "audit_hook"
-    f = j(call(patched=("patched torch.nn.functional.layer_norm",)))
+    f = judge.judge_tamper((), ("patched torch.nn.functional.layer_norm",))
     assert f.status is Status.REWARD_HACK and "layer_norm" in f.message
+    assert judge.judge_tamper((), (), new_children=1).evidence["mechanism"] == "child_process"
+    assert judge.judge_tamper((), ()) is None
 
 
 def test_without_a_profiler_the_launch_counter_and_the_aten_recorder_decide():
@@ -55,13 +57,13 @@ def test_threads_children_and_wrong_types():
     assert j(call(output_types=())).status is Status.INCORRECT_DTYPE
 
 
-def test_library_identical_outputs_where_rounding_would_differ_are_a_fallback():
-    assert judge.judge_fingerprint([1.0] * 5, [0.4] * 5).evidence["mechanism"] == "library_identical"
-    # an op whose library output is the rounded reference (elementwise): identity says nothing
-    assert judge.judge_fingerprint([1.0] * 5, [0.001] * 5) is None
-    # an independent kernel: identical in some elements only
-    assert judge.judge_fingerprint([0.6, 1.0, 1.0, 1.0, 1.0], [0.4] * 5) is None
-    assert judge.judge_fingerprint([None] * 5, [None] * 5) is None
+def test_library_identical_outputs_are_noted_not_judged():
+    """Bug it stops: honest sequential-K fp32 GEMMs (Triton, TileLang) and fp32 GELUs were bit-identical to the
+    library on the H200 and were called library fallbacks; identity is a note for an audit, not a verdict."""
+    assert "bit-identical" in judge.fingerprint_note([1.0] * 5, [0.4] * 5)
+    assert judge.fingerprint_note([1.0] * 5, [0.001] * 5) is None
+    assert judge.fingerprint_note([0.6, 1.0, 1.0, 1.0, 1.0], [0.4] * 5) is None
+    assert judge.fingerprint_note([None] * 5, [None] * 5) is None
 
 
 def test_a_timed_call_that_does_not_match_is_a_reward_hack_with_its_position():
@@ -96,6 +98,10 @@ def test_clock_agreement_host_bound_and_forgery():
     forged = judge_clock(event_kernel_ms=0.2, event_library_ms=1.2, enqueue_us=20, trusted_kernel_ms=1.0,
                          trusted_library_ms=1.2, kernel_spread=0.02, n=10)
     assert forged.hack is not None and forged.evidence["trusted_ms_per_call"] == 1.0
+    # on the CPU path the worker's clock is the host's: an enqueue time explains nothing
+    cpu = judge_clock(event_kernel_ms=0.2, event_library_ms=1.2, enqueue_us=5000, trusted_kernel_ms=1.0,
+                      trusted_library_ms=1.2, kernel_spread=0.02, n=2, base_tolerance=1.0, host_bound_possible=False)
+    assert cpu.hack is not None
 
 
 def test_batch_arithmetic():

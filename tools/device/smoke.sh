@@ -3,27 +3,28 @@
 # (pytest -m gpu), the GPU and mixed fixtures, and a few bundled kernels of each kind with the
 # trusted protocol, with their kernel tables, clock decisions and verification counts.
 #
-# Usage on the device machine, from the repo root, carrying .device (TileLang) and .whl (pytest):
+# Usage on the device machine, from the repo root, carrying .device (TileLang):
 #   bash tools/device/smoke.sh
+# (the device image has pytest)
 set -uo pipefail
 OUT="${OUT:-/tmp/kg-out}"
 t0=$(date +%s)
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/wheels .whl/*.whl 2>&1 | tail -2
-export PYTHONPATH="/tmp/wheels:${PYTHONPATH:-}"
 # shellcheck source=tools/device_env.sh
 source tools/device_env.sh
 cat "$OUT/environment.txt"
 scratch=/dev/shm/kg; mkdir -p $scratch
+echo "== overhead probe ($(( $(date +%s) - t0 )) s)"
+timeout 60 python3 tools/device/overhead_probe.py 2>&1 | tail -12 | tee "$OUT/overhead.txt"
 echo "== pytest -m gpu ($(( $(date +%s) - t0 )) s)"
-timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/execute/test_gpu_engine.py tests/execute/test_handoff_gpu.py \
+timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/execute/test_gpu_engine.py tests/execute/test_handoff_gpu.py \
   2>&1 | tail -40 | tee "$OUT/pytest_gpu.txt"
 echo "== fixtures ($(( $(date +%s) - t0 )) s)"
-timeout 110 python3 -m harness run tests/execute/fixtures/mixed tests/execute/fixtures/gpu --device cuda --tags smoke \
-  --out "$OUT/fixtures" --scratch $scratch/f --jobs 6 --quick --yes-execute --no-progress --round-timeout 20 \
-  --compile-timeout 60 > "$OUT/fixtures.txt" 2>&1
+timeout 150 python3 -m harness run tests/execute/fixtures/mixed tests/execute/fixtures/gpu ${KG_EXTRA_FIXTURES:-} \
+  --device cuda --tags smoke --out "$OUT/fixtures" --scratch $scratch/f --jobs 8 --quick --yes-execute --no-progress \
+  --round-timeout 15 --compile-timeout 60 > "$OUT/fixtures.txt" 2>&1
 python3 tools/check_fixture_statuses.py "$OUT/fixtures" 2>&1 | tail -30
 echo "== bundled sample ($(( $(date +%s) - t0 )) s)"
-timeout 170 python3 -m harness run submissions/triton-reference submissions/tilelang-reference submissions/defects \
+timeout 120 python3 -m harness run submissions/triton-reference submissions/tilelang-reference submissions/defects \
   --device cuda --out "$OUT/bundle" --scratch $scratch/b --jobs 8 --quick --yes-execute --no-progress \
   --only gelu --only layernorm --only gemm_square --only softmax > "$OUT/bundle.txt" 2>&1
 tail -30 "$OUT/bundle.txt"
