@@ -12,14 +12,18 @@ Each kernel name is classed, in this order::
     aten      other PyTorch kernels (at::native::..., elementwise and reduce kernels)
     other     anything else
 
-A forward whose GPU time is less than :data:`MIN_DSL_SHARE` in the
-candidate's own DSL kernels is a library fallback (REWARD_HACK), recorded with
-its kernel table: the work was done by kernels the candidate did not write.
+A forward is a library fallback (REWARD_HACK, recorded with its kernel
+table) when less than :data:`MIN_DSL_SHARE` of its GPU time is in the
+candidate's own DSL kernels, or when :data:`MAX_LIBRARY_SHARE` or more of it
+is in the library op's own kernels (learned from the reference, so trusted).
 A ``# kernelgate: dsl=...`` header changes nothing here.
 
-Why 50%: a Triton or TileLang candidate may legitimately prepare with a few
-PyTorch ops (a ``.contiguous()``, an output allocation, a bias add); when
-most of its GPU time is elsewhere, the DSL is not what is being measured.
+Why these numbers: a Triton or TileLang candidate may legitimately prepare
+with a few PyTorch ops (a ``.contiguous()``, an output allocation, a bias
+add); when most of its GPU time is elsewhere, the DSL is not what is being
+measured. The second rule stops a candidate that runs a kernel of its own as
+cover and returns the library's result (seen on the H200: a GELU whose own
+kernel took 54% of the time and whose output came from PyTorch's, 46%).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import Iterable
 from harness.records import KernelAttribution, KernelShare
 
 MIN_DSL_SHARE = 0.5
+MAX_LIBRARY_SHARE = 0.4
 TABLE_ROWS = 12
 _INDUCTOR = re.compile(r"^triton_(poi|red|per|tem|for|spl|mm|bmm|conv)_")
 _VENDOR = re.compile(r"cublas|cudnn|cutlass|xmma|nvjet|sm\d+_.*gemm|gemv2?T?_kernel|gemmSN|gemmk1|splitKreduce|"
@@ -81,8 +86,15 @@ def attribute(rows: Iterable[Row], calls: int, library: set[str], dsl: set[str])
 
 def fallback_reason(att: KernelAttribution) -> str | None:
     """Why ``att`` is a library fallback, or None."""
-    if att.dsl_share is None or att.dsl_share >= MIN_DSL_SHARE:
+    if att.dsl_share is None:
+        return None
+    library = sum(k.share for k in att.kernels if k.kind == "library")
+    if att.dsl_share >= MIN_DSL_SHARE and library < MAX_LIBRARY_SHARE:
         return None
     others = ", ".join(f"{k.name[:60]} ({k.kind}, {k.share:.0%})" for k in att.kernels if k.kind != "dsl")[:400]
-    return (f"library fallback: {att.dsl_share:.0%} of the forward's GPU time is in the candidate's own Triton/TileLang "
-            f"kernels (at least {MIN_DSL_SHARE:.0%} required); the rest ran in {others or 'other kernels'}")
+    if att.dsl_share < MIN_DSL_SHARE:
+        return (f"library fallback: {att.dsl_share:.0%} of the forward's GPU time is in the candidate's own "
+                f"Triton/TileLang kernels (at least {MIN_DSL_SHARE:.0%} required); the rest ran in "
+                f"{others or 'other kernels'}")
+    return (f"library fallback: {library:.0%} of the forward's GPU time is in the library op's own kernels (at most "
+            f"{MAX_LIBRARY_SHARE:.0%} allowed beside the candidate's): {others}")

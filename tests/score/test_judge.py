@@ -84,7 +84,7 @@ def test_markers_must_be_two_per_call():
 def test_contention_flags_a_library_slowed_while_the_candidate_lived():
     f = judge.judge_contention(2.0, 0.01, 1.0, 0.01)
     assert f.status is Status.REWARD_HACK and f.evidence["mechanism"] == "library_contention"
-    assert judge.judge_contention(1.03, 0.01, 1.0, 0.01) is None  # within 5%
+    assert judge.judge_contention(1.24, 0.01, 1.0, 0.01) is None  # neighbours' noise (seen: 24%)
     assert judge.judge_contention(0.002, 0.01, 0.001, 0.01) is None  # tiny absolute difference
 
 
@@ -121,6 +121,14 @@ def test_attribution_classes_and_the_fallback_rule():
     fallback = attr.attribute([attr.Row("_dummy", 1.0, 5), attr.Row(next(iter(library)), 100.0, 5)], 5, library,
                               {"_dummy"})
     assert "library fallback" in attr.fallback_reason(fallback)
+
+
+def test_a_decoy_kernel_beside_the_librarys_is_still_a_fallback():
+    """Exploit (seen on the H200): run an own GELU kernel as cover and return PyTorch's (DSL 54%, library 46%)."""
+    library = {"vectorized_elementwise_kernel<GeluCUDAKernelImpl>"}
+    att = attr.attribute([attr.Row("_gelu_kernel", 54.0, 5), attr.Row(next(iter(library)), 46.0, 5)], 5, library,
+                         {"_gelu_kernel"})
+    assert att.dsl_share >= attr.MIN_DSL_SHARE and "library op's own kernels" in attr.fallback_reason(att)
 
 
 def test_a_claimed_dsl_name_never_turns_a_library_kernel_into_a_dsl_one():
