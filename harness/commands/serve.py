@@ -80,7 +80,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise SystemExit(f"kernelgate: error: kernelgate serve needs {', '.join(missing)}: pip install 'kernelgate[serve]'")
     if args.executor == "ray" and importlib.util.find_spec("ray") is None:
         raise SystemExit("kernelgate: error: --executor ray needs the 'ray' package: pip install 'kernelgate[ray]'")
-    for name in ("max_queue", "max_batch", "max_source_bytes", "batch_max", "max_attempts", "ray_lanes", "check_slots"):
+    for name in ("max_queue", "max_batch", "max_source_bytes", "max_body_bytes", "batch_max", "max_attempts",
+                 "ray_lanes", "check_slots"):
         if getattr(args, name) < 1:
             raise SystemExit(f"kernelgate: error: --{name.replace('_', '-')} must be at least 1")
     tokens = None
@@ -98,7 +99,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from harness import env as envmod
     from harness.score.gates import Thresholds
     from harness.serve.app import run_server
-    from harness.serve.requests import Limits
+    from harness.serve.submission import Limits
     from harness.serve.service import Service, ServiceConfig, build_engines
 
     device = args.device or envmod.default_device()
@@ -118,7 +119,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise SystemExit(f"kernelgate: error: {exc}")
     config = ServiceConfig(
         results=results, device=device,
-        limits=Limits(args.max_source_bytes, args.max_batch, args.allow_problem_source),
+        limits=Limits(args.max_source_bytes, args.max_batch, args.allow_problem_source, args.max_body_bytes),
         max_queue=args.max_queue, batch_max=args.batch_max, linger_s=args.linger, max_attempts=args.max_attempts,
         max_wait_s=args.max_wait, drain_s=args.drain, auth=not args.no_auth, thresholds=thresholds)
     try:
@@ -134,7 +135,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     from harness.serve.auth import DEFAULT_BURST, DEFAULT_RATE_PER_S
-    from harness.serve.requests import Limits
+    from harness.serve.submission import Limits
 
     lim = Limits()
     p = sub.add_parser("serve", help="run the HTTP evaluation service (many clients, a queue, one lane per GPU)",
@@ -179,6 +180,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     lim_g.add_argument("--max-queue", type=int, default=10_000, help="most queued tasks; more get 429 (default 10000)")
     lim_g.add_argument("--max-batch", type=int, default=lim.max_batch,
                        help=f"most candidates per request (default {lim.max_batch})")
+    lim_g.add_argument("--max-body-bytes", type=int, default=lim.max_body_bytes,
+                       help=f"largest request body in bytes (default {lim.max_body_bytes}, 64 MiB)")
     lim_g.add_argument("--max-source-bytes", type=int, default=lim.max_source_bytes,
                        help=f"largest candidate source in bytes (default {lim.max_source_bytes}; the largest bundled "
                             "candidate is 6.3 KB)")

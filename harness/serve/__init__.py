@@ -3,7 +3,7 @@
 Layout (one module, one job)::
 
     presets.py     named evaluation settings (quick / standard / thorough) -> RunOptions
-    requests.py    typed, validated submissions (what a client may ask for; errors name the field)
+    submission.py  typed, validated submissions (what a client may ask for; errors name the field)
     engine.py      the one adapter to the engine (harness.pipeline.evaluate): candidates in, records out
     store.py       the durable queue and record index (SQLite, WAL) and the results.jsonl it feeds
     auth.py        the tokens file and the per-token rate limit

@@ -30,7 +30,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from harness.jsonio import dumps
-from harness.serve.requests import RequestError
+from harness.serve.submission import RequestError
 from harness.serve.service import DEFAULT_INCLUDE, INCLUDE, Service
 
 if TYPE_CHECKING:
@@ -52,8 +52,8 @@ async def _body(request: "Request", limit: int) -> Any:
     """The request's JSON body, refusing more than ``limit`` bytes before reading them all."""
     length = request.headers.get("content-length")
     if length and length.isdigit() and int(length) > limit:
-        raise RequestError(413, "body", f"{length} bytes; at most {limit} per request (kernelgate serve --max-batch, "
-                           "--max-source-bytes); split the batch")
+        raise RequestError(413, "body", f"{length} bytes; at most {limit} per request (kernelgate serve --max-body-bytes); "
+                           "split the batch")
     chunks, n = [], 0
     async for chunk in request.stream():
         n += len(chunk)

@@ -46,6 +46,9 @@ class LaneState:
     name: str
     device: str
     gpus: tuple[int, ...]
+    device_name: str = ""
+    """The model of the lane's device (its records' env.device_name)."""
+    device_uuid: str | None = None
     state: str = "idle"
     """idle, running, retired or stopped."""
     batch: int = 0
@@ -58,7 +61,8 @@ class LaneState:
     busy_since: float | None = None
 
     def to_dict(self) -> dict:
-        return {"lane": self.name, "device": self.device, "gpus": list(self.gpus), "state": self.state,
+        return {"lane": self.name, "device": self.device, "gpus": list(self.gpus), "device_name": self.device_name,
+                "device_uuid": self.device_uuid, "state": self.state,
                 "batch": self.batch, "runs": self.runs, "tasks_done": self.tasks_done, "records": self.records,
                 "last_error": self.last_error,
                 "busy_s": round(time.time() - self.busy_since, 1) if self.busy_since else None}

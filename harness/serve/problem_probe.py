@@ -17,9 +17,12 @@ the worker and the trusted checker load it (see docs/service.md on why
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 PROBE_TIMEOUT_S = 120.0
 """Seconds a problem file may take to load (derived FLOPs run the model on meta tensors)."""
@@ -38,16 +41,24 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def probe_env(scratch: Path) -> dict[str, str]:
+    """The probe's whole environment: the harness on the path, no GPU, nothing else of the service's."""
+    path = str(PROJECT_ROOT)
+    extra = os.environ.get("KERNELGATE_EXTRA_PYTHONPATH") or os.environ.get("PYTHONPATH")
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(scratch), "TMPDIR": str(scratch / "tmp"),
+            "PYTHONPATH": path + (os.pathsep + extra if extra else ""), "PYTHONDONTWRITEBYTECODE": "1",
+            "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1", "LANG": "C.UTF-8"}
+
+
 def probe(path: Path, scratch: Path, timeout_s: float = PROBE_TIMEOUT_S):
     """The Problem of ``path``, loaded in a subprocess; ValueError with the loader's message if it is not one."""
-    from harness.execute.runner import scrubbed_env
     from harness.problems.loader import Problem, Workload
 
     scratch.mkdir(parents=True, exist_ok=True)
     (scratch / "tmp").mkdir(exist_ok=True)
     try:
         proc = subprocess.run([sys.executable, "-m", "harness.serve.problem_probe", str(path)], capture_output=True,
-                              text=True, timeout=timeout_s, cwd=scratch, env=scrubbed_env(scratch, "cpu", None),
+                              text=True, timeout=timeout_s, cwd=scratch, env=probe_env(scratch),
                               stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise ValueError(f"loading the problem file took more than {timeout_s:.0f} s") from None

@@ -3,7 +3,7 @@
 :mod:`harness.serve.app` maps routes onto a :class:`Service`; tests can drive
 one directly. A submission goes::
 
-    parse (harness.serve.requests)  -> 4xx naming the field on any defect
+    parse (harness.serve.submission)  -> 4xx naming the field on any defect
     resolve problem and workloads   -> registered id, or a client problem file loaded in a subprocess
     rate limit (per client)         -> 429 + Retry-After when the client's bucket is empty
     Store.submit (one transaction)  -> idempotency: an identical task's id is returned, not a new task;
@@ -40,7 +40,7 @@ from harness.serve.auth import Client, RateLimiter, TokenTable
 from harness.serve.dispatcher import Dispatcher, LaneState
 from harness.serve.engine import Engine, EngineConfig, Selection
 from harness.serve.presets import PRESETS, get_preset
-from harness.serve.requests import Limits, RequestError, Submission, parse_batch, parse_submission
+from harness.serve.submission import Limits, RequestError, Submission, parse_batch, parse_submission
 from harness.serve.store import DONE, NewTask, QueueFull, Store, Task
 
 if TYPE_CHECKING:
@@ -159,8 +159,9 @@ class Service:
         self.env = first.environment()
         lanes = {}
         for name, eng in self.engines.items():
-            cfg = getattr(eng, "config", None)
-            lanes[name] = LaneState(name, self.config.device, tuple(getattr(cfg, "gpus", ()) or ()))
+            env = eng.environment()
+            gpus = tuple(eng.config.gpus) if self.config.device == "cuda" and eng.config.executor == "local" else ()
+            lanes[name] = LaneState(name, self.config.device, gpus, env.device_name, env.device_uuid)
         self.dispatcher = Dispatcher(self.store, self.engines, lanes, self.problem_of, self.notify,
                                      batch_max=self.config.batch_max, linger_s=self.config.linger_s,
                                      max_attempts=self.config.max_attempts)

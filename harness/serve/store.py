@@ -93,7 +93,7 @@ class NewTask:
     """Idempotency key: sha256 of what a result depends on (see harness.serve.service.task_key)."""
     client: str
     spec: dict
-    """The submission (harness.serve.requests.Submission.to_dict()) plus the resolved problem reference."""
+    """The submission (harness.serve.submission.Submission.to_dict()) plus the resolved problem reference."""
     workloads: tuple[str, ...]
     """The workload names the task must end with a record for."""
     rerun: bool = False

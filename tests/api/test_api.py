@@ -40,6 +40,11 @@ def test_batch_records_in_candidate_order_with_the_cli_records(batch):
     assert reward_of(res[0]).value > 0.5 and reward_of(res[1]).value < 0
 
 
+def test_evaluate_one(batch):
+    recs = evaluate("def broken(:\n", "gelu", device="cpu")
+    assert [r.status for r in recs] == [Status.COMPILE_ERROR]  # the static scan: no worker needed
+
+
 def test_candidates_never_run_in_the_callers_process(batch):
     _, res = batch
     msg = res[1][0].error.message
@@ -51,11 +56,26 @@ def test_out_folder_gets_a_results_file(batch):
     assert sorted(r.job_id for r in load_results(out)) == sorted(r.job_id for rs in res for r in rs)
 
 
-def test_evaluate_and_evaluate_async_agree_on_the_job():
-    one = evaluate(GELU, "gelu", device="cpu", preset="standard")
-    two = asyncio.run(evaluate_async(GELU, "gelu", device="cpu", preset="standard"))
-    assert [r.status for r in one] == [r.status for r in two] == [Status.PASSED]
-    assert one[0].job_id == two[0].job_id and one[0].run_id != two[0].run_id
+def test_evaluate_async_is_the_same_job_as_the_batch(batch):
+    _, res = batch
+    recs = asyncio.run(evaluate_async(GELU, "gelu", device="cpu", preset="standard"))
+    assert [r.status for r in recs] == [Status.PASSED]
+    assert recs[0].job_id == res[0][0].job_id and recs[0].run_id != res[0][0].run_id  # same content, another run
+
+
+def test_the_engine_adapter_hands_the_executor_to_the_pipeline_and_fills_missing_records(monkeypatch, tmp_path):
+    import harness.pipeline
+
+    seen = {}
+
+    def fake_evaluate(req):  # records nothing: the adapter must then write HARNESS_ERROR records itself
+        seen.update(executor=req.executor, address=req.ray_address, names=req.workload_names,
+                    files=sorted(p.name for f in req.submissions for p in f.glob("*.py")))
+        return []
+    monkeypatch.setattr(harness.pipeline, "evaluate", fake_evaluate)
+    recs = evaluate(GELU, "gelu", device="cpu", executor="ray", ray_address="auto", workloads=["smoke"])
+    assert seen == {"executor": "ray", "address": "auto", "names": ("smoke",), "files": ["gelu__c0.py"]}
+    assert [(r.status, r.workload, r.error.type) for r in recs] == [(Status.HARNESS_ERROR, "smoke", "NoRecord")]
 
 
 @pytest.mark.parametrize("kwargs, error, words", [

@@ -84,7 +84,7 @@ def main() -> int:
     from harness.problems.registry import load_registry
     from harness.serve.app import run_server
     from harness.serve.auth import TokenTable
-    from harness.serve.requests import Limits
+    from harness.serve.submission import Limits
     from harness.serve.service import Service, ServiceConfig
 
     results = Path(args.results)

@@ -18,7 +18,8 @@ from serve_helpers import GELU, ROOT, TOKENS, client, fake_server, variant, writ
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     base = tmp_path_factory.mktemp("svc")
-    srv = fake_server(base / "results", "--delay", "0.02", tokens=write_tokens(base / "tokens.json")).start()
+    srv = fake_server(base / "results", "--delay", "0.02", "--max-queue", "40", "--allow-problem-source",
+                      tokens=write_tokens(base / "tokens.json")).start()
     yield srv
     srv.stop()
 
@@ -94,8 +95,6 @@ def test_idempotency_same_task_unless_rerun_or_another_preset(server):
     (json.dumps({"source": "x", "problem": "gelu", "workloads": ["huge"]}).encode(), 422, "workloads", "it has"),
     (json.dumps({"source": "x", "problem": "gelu", "tags": ["nope"]}).encode(), 422, "tags", "selects no workload"),
     (json.dumps({"source": "x", "problem": "gelu", "rerun": "yes"}).encode(), 422, "rerun", "true or false"),
-    (json.dumps({"source": "x", "problem_source": "class Model: pass"}).encode(), 403, "problem_source",
-     "--allow-problem-source"),
 ])
 def test_bad_submissions_name_the_field_and_the_fix(server, body, status, field, words):
     with client(server.url) as c:
@@ -135,20 +134,24 @@ def test_rate_limit_per_client_with_retry_after(server):
         assert r.status_code == 413 and "burst of 3" in _err(r)["message"]
 
 
-def test_full_queue_answers_429_and_queues_nothing(tmp_path):
-    srv = fake_server(tmp_path / "results", "--delay", "5", "--max-queue", "3", "--batch-max", "1",
-                      tokens=write_tokens(tmp_path / "tokens.json")).start()
-    try:
-        with client(srv.url) as c:
-            r = c.post("/v1/batches", json={"candidates": [{"source": variant(GELU, k)} for k in range(4)], "problem": "gelu"})
-            assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1
-            assert "do not fit" in _err(r)["message"]
-            q = c.get("/v1/health").json()["queue"]
-            assert q["queued"] + q["running"] + q["done"] == 0
-            assert c.post("/v1/batches", json={"candidates": [{"source": variant(GELU, k)} for k in range(3)],
-                                               "problem": "gelu"}).status_code == 202
-    finally:
-        srv.stop()
+def test_full_queue_answers_429_and_queues_nothing(server):
+    with client(server.url) as c:
+        before = c.get("/v1/health").json()["queue"]
+        r = c.post("/v1/batches", json={"candidates": [{"source": variant(GELU, 500 + k)} for k in range(41)],
+                                        "problem": "gelu"})
+        assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1
+        assert "do not fit" in _err(r)["message"]
+        after = c.get("/v1/health").json()["queue"]
+        total = lambda q: q["queued"] + q["running"] + q["done"]  # noqa: E731
+        assert total(after) == total(before) and after["capacity"] == 40
+
+
+def test_problem_source_needs_the_operators_consent():
+    from harness.serve.submission import Limits, RequestError, parse_submission
+
+    with pytest.raises(RequestError) as err:
+        parse_submission({"source": "x", "problem_source": "class Model: pass"}, limits=Limits(allow_problem_source=False))
+    assert err.value.status == 403 and err.value.field == "problem_source" and "--allow-problem-source" in str(err.value)
 
 
 def _client_process(url: str, who: str, k: int, out) -> None:
@@ -168,7 +171,7 @@ def test_concurrent_client_processes_share_identical_tasks_and_lose_nothing(tmp_
     try:
         ctx = mp.get_context("spawn")
         q = ctx.Queue()
-        procs = [ctx.Process(target=_client_process, args=(srv.url, ("alice", "bob")[k % 2], k, q)) for k in range(4)]
+        procs = [ctx.Process(target=_client_process, args=(srv.url, ("alice", "bob")[k % 2], k, q)) for k in range(3)]
         for p in procs:
             p.start()
         got = [q.get(timeout=180) for _ in procs]
@@ -180,24 +183,32 @@ def test_concurrent_client_processes_share_identical_tasks_and_lose_nothing(tmp_
     shared = {tuple(ids[:5]) for _, ids, _ in got}
     assert len(shared) == 1  # every process got the same five task ids for the same five sources
     all_ids = {t for _, ids, _ in got for t in ids}
-    assert len(all_ids) == 5 + 4 * 5
+    assert len(all_ids) == 5 + 3 * 5
     assert all(n == [1] * 10 for _, _, n in got)
     lines = [json.loads(x) for x in (tmp_path / "results" / "results.jsonl").read_text().splitlines()]
     assert len(lines) == len(all_ids)  # one record per task and workload, none twice
     assert {ln["candidate"].split("__")[1][:-3] for ln in lines} == all_ids
 
 
-def test_problem_source_is_loaded_outside_the_server_when_allowed(tmp_path):
-    srv = fake_server(tmp_path / "results", "--allow-problem-source", tokens=write_tokens(tmp_path / "tokens.json")).start()
+def test_problem_source_is_loaded_outside_the_server_when_allowed(server):
     problem = (ROOT / "problems" / "elementwise" / "gelu.py").read_text()
-    try:
-        with client(srv.url) as c:
-            r = c.post("/v1/tasks", json={"source": GELU, "problem_source": problem, "problem": "my_gelu"})
-            assert r.status_code == 202, r.text
-            v = c.get(f"/v1/tasks/{r.json()['task_id']}", params={"wait_s": 20}).json()
-            assert v["problem_id"] == "my_gelu" and v["statuses"] == {"smoke": "PASSED"}
-            bad = c.post("/v1/tasks", json={"source": GELU, "problem_source": "import os\nraise SystemExit(3)\n"})
-            assert bad.status_code == 422 and _err(bad)["field"] == "problem_source"
-            assert "not a usable problem file" in _err(bad)["message"]
-    finally:
-        srv.stop()
+    with client(server.url) as c:
+        r = c.post("/v1/tasks", json={"source": GELU, "problem_source": problem, "problem": "my_gelu"})
+        assert r.status_code == 202, r.text
+        v = c.get(f"/v1/tasks/{r.json()['task_id']}", params={"wait_s": 20}).json()
+        assert v["problem_id"] == "my_gelu" and v["statuses"] == {"smoke": "PASSED"}
+        bad = c.post("/v1/tasks", json={"source": GELU, "problem_source": "import os\nraise SystemExit(3)\n"})
+        assert bad.status_code == 422 and _err(bad)["field"] == "problem_source"
+        assert "not a usable problem file" in _err(bad)["message"]
+
+
+def test_example_rl_client_runs_against_a_server(server):
+    import os
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "rl_client.py"), "--url", server.url, "--token",
+                          TOKENS["alice"], "--problem", "gelu", "--steps", "2", "--variants", "3"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("variant ") >= 6 and "## Your previous attempt" in out.stdout and "best reward: " in out.stdout

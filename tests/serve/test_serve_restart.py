@@ -1,6 +1,6 @@
 """SIGKILL the service while tasks are queued and running, restart it on the same folder: none lost, none twice.
 
-The fake engine (serve_fakes.py) spends 0.6 s per workload and logs every
+The fake engine (serve_fakes.py) spends 0.4 s per workload and logs every
 record it emits. Six tasks of two workloads each are queued in one batch; the
 lane claims two. The server is killed right after the first record of the
 first task is stored, so at the kill: task 1 has one of its two records
@@ -24,7 +24,7 @@ def _events(path) -> list[dict]:
 
 def test_sigkill_with_tasks_queued_and_running(tmp_path):
     results, calls, tokens = tmp_path / "results", tmp_path / "calls.jsonl", write_tokens(tmp_path / "tokens.json")
-    args = ("--delay", "0.6", "--batch-max", "2", "--calls", str(calls))
+    args = ("--delay", "0.4", "--batch-max", "2", "--calls", str(calls))
     srv = fake_server(results, *args, tokens=tokens).start()
     with client(srv.url) as c:
         r = c.post("/v1/batches", json={"candidates": [{"source": variant(GELU, k)} for k in range(6)], "problem": "gelu",

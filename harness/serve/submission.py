@@ -52,11 +52,8 @@ class Limits:
     """Most candidates in one request."""
     allow_problem_source: bool = False
     """Whether clients may send problem files (they run unsandboxed in the trusted checker)."""
-
-    @property
-    def max_body_bytes(self) -> int:
-        """Largest request body: a full batch of the largest sources (JSON escaping can double them) plus slack."""
-        return self.max_batch * (2 * self.max_source_bytes + 1024) + 65536
+    max_body_bytes: int = 64 * 1024 * 1024
+    """Largest request body, read only after the token is checked (1024 candidates of 64 KB, escaped, fit)."""
 
     def to_dict(self) -> dict:
         return {"max_source_bytes": self.max_source_bytes, "max_batch": self.max_batch,
