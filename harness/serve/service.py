@@ -100,6 +100,9 @@ def build_engines(device: str, scratch: Path, *, gpus: Sequence[int] = (0,), job
                   **engine_options: Any) -> dict[str, Engine]:
     """One Engine per lane: ``gpu<i>`` per GPU, ``cpu``, or ``ray<k>``; ceilings measured (or loaded) once.
 
+    With ``executor="ray"`` this process connects to Ray here, once, so that
+    the lanes' concurrent runs share one connection.
+
     ``engine_options``: the other :class:`EngineConfig` fields (sandbox,
     check_slots, seed, timeouts).
     """
@@ -107,6 +110,18 @@ def build_engines(device: str, scratch: Path, *, gpus: Sequence[int] = (0,), job
 
     engines: dict[str, Engine] = {}
     if executor == "ray":
+        import os
+
+        import ray
+
+        if not ray.is_initialized():
+            # connect once for the process: every lane's runs share this connection, and the engine
+            # leaves a connection it did not open alone (one run's end must not shut down another's Ray)
+            os.environ.setdefault("RAY_worker_niceness", "0")
+            try:
+                ray.init(address=ray_address)
+            except ConnectionError as exc:
+                raise RuntimeError(f"cannot reach a Ray cluster at --ray-address {ray_address!r}: {exc}") from None
         for k in range(max(1, ray_lanes)):
             cfg = EngineConfig(device=device, scratch_root=scratch / f"ray{k}", gpus=tuple(gpus), jobs=jobs,
                                executor="ray", ray_address=ray_address, **engine_options)
@@ -254,6 +269,10 @@ class Service:
         """Queue one candidate (``batch=False``) or a batch; one summary per candidate, in order."""
         if not self.accepting:
             raise RequestError(503, "", "the service is shutting down; retry shortly", {"Retry-After": "5"})
+        lanes = self.dispatcher.lanes.values()
+        if all(s.state == "retired" for s in lanes):
+            raise RequestError(503, "", "every lane of the service is retired (its engine failed repeatedly: "
+                               + "; ".join(f"{s.name}: {s.last_error}" for s in lanes) + "); ask its operator to restart it")
         name = client.name if client is not None else "anonymous"
         presets = tuple(PRESETS)
         limits = self.config.limits

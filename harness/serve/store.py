@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from harness.jsonio import append_jsonl, dumps, loads, read_jsonl
-from harness.records import JobResult
+from harness.records import JobResult, Status
 
 SCHEMA = 1
 QUEUED, RUNNING, DONE = "queued", "running", "done"
@@ -58,7 +58,8 @@ CREATE TABLE IF NOT EXISTS tasks (
     submitted_at REAL NOT NULL,
     started_at REAL,
     finished_at REAL,
-    error TEXT
+    error TEXT,
+    harness_error INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS tasks_key ON tasks (key, seq);
 CREATE INDEX IF NOT EXISTS tasks_state ON tasks (state, seq);
@@ -200,7 +201,9 @@ class Store:
 
         A task whose key matches a stored task (and that is not a rerun)
         returns that task's id instead of enqueueing (deduplicated = True),
-        as does a repeat of a key within the same call. Raises
+        as does a repeat of a key within the same call. A stored task with a
+        HARNESS_ERROR record (the harness failed, not the candidate) is not
+        reused: the submission makes a new task. Raises
         :class:`QueueFull` (enqueueing nothing) when the new tasks would take
         the queue past ``capacity``.
         """
@@ -212,7 +215,8 @@ class Store:
                 if not t.rerun:
                     hit = by_key.get(t.key)
                     if hit is None:
-                        row = con.execute("SELECT id FROM tasks WHERE key = ? ORDER BY seq DESC LIMIT 1", (t.key,)).fetchone()
+                        row = con.execute("SELECT id FROM tasks WHERE key = ? AND harness_error = 0 ORDER BY seq DESC "
+                                          "LIMIT 1", (t.key,)).fetchone()
                         hit = row[0] if row else None
                     if hit is not None:
                         out.append((hit, True))
@@ -268,6 +272,8 @@ class Store:
             cur = con.execute("INSERT OR IGNORE INTO records (task_id, workload, job_id, run_id, data, recorded_at) "
                               "VALUES (?, ?, ?, ?, ?, ?)", (task_id, record.workload, record.job_id, record.run_id, data,
                                                             time.time()))
+            if cur.rowcount == 1 and record.status is Status.HARNESS_ERROR:
+                con.execute("UPDATE tasks SET harness_error = 1 WHERE id = ?", (task_id,))
             return cur.rowcount == 1
         if not self._tx(fn):
             return False
@@ -289,9 +295,9 @@ class Store:
         self._tx(fn)
 
     def force_done(self, task_id: str, error: str) -> None:
-        """Mark a task done although some workloads have no record, saying why (``error``)."""
-        self._tx(lambda con: con.execute("UPDATE tasks SET state = ?, finished_at = ?, error = ? WHERE id = ? AND state != ?",
-                                         (DONE, time.time(), error[:2000], task_id, DONE)))
+        """Mark a task done although some workloads have no record, saying why (``error``; never reused)."""
+        self._tx(lambda con: con.execute("UPDATE tasks SET state = ?, finished_at = ?, error = ?, harness_error = 1 "
+                                         "WHERE id = ? AND state != ?", (DONE, time.time(), error[:2000], task_id, DONE)))
 
     def tasks_finished_since(self, since: float) -> int:
         """Tasks done since ``since`` (unix seconds): the measured task rate (for Retry-After)."""

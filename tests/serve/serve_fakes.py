@@ -2,7 +2,9 @@
 
 :class:`FakeEngine` is :class:`harness.serve.engine.Engine` with ``run``
 replaced: no worker, no checker; per selected workload it sleeps
-``delay_s``, then emits a PASSED record with fixed timings (kernel 2 ms,
+``delay_s``, then emits a PASSED record (RUNTIME_ERROR for a source
+containing ``FAIL_ME``; a source containing ``RAISE_IN_ENGINE`` makes the
+whole run raise, as an engine bug would) with fixed timings (kernel 2 ms,
 library 1 ms, floor 0.5 ms) built like the engine's own records. Every
 call and every record it emits is appended (one JSON line, flushed and
 fsynced) to ``calls_log``, so a test can see what ran before a SIGKILL.
@@ -54,6 +56,8 @@ class FakeEngine(Engine):
     def run(self, items, preset, selection, on_record) -> None:
         self._log({"event": "run", "pid": os.getpid(), "preset": preset.name,
                    "items": {it.key: [w.name for w in selection.resolve(it.problem, "cpu")] for it in items}})
+        if any("RAISE_IN_ENGINE" in it.source for it in items):
+            raise RuntimeError("RAISE_IN_ENGINE: the fake engine itself failed")
         for it in items:
             for w in selection.resolve(it.problem, "cpu"):
                 time.sleep(self.delay_s)

@@ -212,3 +212,17 @@ def test_example_rl_client_runs_against_a_server(server):
                          capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("variant ") >= 6 and "## Your previous attempt" in out.stdout and "best reward: " in out.stdout
+
+
+def test_an_engine_failure_becomes_harness_error_records_that_are_not_reused(server):
+    src = variant(GELU, 900) + "# RAISE_IN_ENGINE\n"
+    with client(server.url) as c:
+        first = c.post("/v1/tasks", json={"source": src, "problem": "gelu"}).json()
+        v = c.get(f"/v1/tasks/{first['task_id']}", params={"wait_s": 20, "include": "records,reward"}).json()
+        lane = c.get("/v1/health").json()["lanes"][0]
+        again = c.post("/v1/tasks", json={"source": src, "problem": "gelu"}).json()
+        c.get(f"/v1/tasks/{again['task_id']}", params={"wait_s": 20})
+    assert v["statuses"] == {"smoke": "HARNESS_ERROR"} and v["reward"]["value"] is None
+    assert "the engine failed on this batch" in v["records"][0]["error"]["message"]
+    assert "RAISE_IN_ENGINE" in lane["last_error"] and lane["state"] != "retired"
+    assert not again["deduplicated"] and again["task_id"] != first["task_id"]

@@ -104,3 +104,13 @@ def test_recover_appends_a_stored_record_missing_from_jsonl_exactly_once(tmp_pat
     assert Store(tmp_path).recover().appended == 1
     assert Store(tmp_path).recover().appended == 0
     assert sorted(d["workload"] for d in _lines(s)) == ["a", "b"]
+
+
+def test_a_task_with_a_harness_error_is_not_reused(tmp_path):
+    s = Store(tmp_path)
+    s.submit([_task("t1", "k1")], 10)
+    s.claim("cpu", 1, lambda t: 0)
+    s.add_record("t1", _rec("t1", "smoke").replace(status=Status.HARNESS_ERROR))
+    assert s.get(["t1"])["t1"].state == "done"
+    assert s.submit([_task("t2", "k1")], 10) == [("t2", False)]
+    assert s.submit([_task("t3", "k1")], 10) == [("t2", True)]
