@@ -40,11 +40,6 @@ def test_batch_records_in_candidate_order_with_the_cli_records(batch):
     assert reward_of(res[0]).value > 0.5 and reward_of(res[1]).value < 0
 
 
-def test_evaluate_one(batch):
-    recs = evaluate("def broken(:\n", "gelu", device="cpu")
-    assert [r.status for r in recs] == [Status.COMPILE_ERROR]  # the static scan: no worker needed
-
-
 def test_candidates_never_run_in_the_callers_process(batch):
     _, res = batch
     msg = res[1][0].error.message
