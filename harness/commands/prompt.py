@@ -11,12 +11,16 @@ from harness.commands._common import add_problem_args, load_registry_from_args
 EPILOG = """\
 The prompt carries the problem file, its workloads (shapes, dtypes, tolerances, FLOPs, bytes), the DSL's
 conventions with a skeleton, and the rules the harness enforces. With --feedback it also shows the
-previous attempt's status, verdict, E_lib/U_roof, errors and static diagnostics, for refine loops.
+previous attempt's code, status, verdict, E_lib/U_roof, errors and static diagnostics, for refine loops
+(harness/prompts/feedback.py writes that section; the evaluation service returns the same text). The code
+is the file given by --code, else --candidate or the record's candidate path when it names an existing
+file; it must be the file that was evaluated (same sha256 as the record).
 
 examples:
   kernelgate prompt layernorm --dsl triton
   kernelgate prompt softmax --dsl tilelang --out prompts/softmax.md
   kernelgate prompt layernorm --dsl triton --feedback runs/h200 --candidate layernorm.py --generator my-gen@3
+  kernelgate prompt gelu --dsl triton --feedback runs/x --candidate gelu__v2 --code my_samples/gelu__v2.py
   kernelgate prompt --all --dsl triton --out prompts/triton
 """
 
@@ -55,6 +59,34 @@ def select_feedback(results, problem_id: str, candidate: str | None, generator: 
     return [by_workload[w] for w in sorted(by_workload)]
 
 
+def previous_source(records, code: str | None, candidate: str | None) -> str | None:
+    """The evaluated code of ``records`` (one candidate's), checked against their ``candidate_sha256``.
+
+    ``code`` (``--code``) must exist and match, else the command exits with a
+    message; otherwise ``candidate`` and the record's own candidate path are
+    tried as files relative to the working directory, and None (with a note
+    on stderr) is returned when neither is the evaluated file.
+    """
+    import hashlib
+
+    want = records[0].candidate_sha256
+    tries = [Path(code)] if code else [Path(p) for p in (candidate, records[0].candidate) if p]
+    for path in tries:
+        if not path.is_file():
+            continue
+        data = path.read_bytes()
+        if hashlib.sha256(data).hexdigest() == want:
+            return data.decode("utf-8", errors="replace")
+        if code:
+            raise SystemExit(f"kernelgate: error: --code {path}: its sha256 differs from the record's candidate_sha256 "
+                             f"({want[:12]}...): the file changed after it was evaluated; pass the evaluated version")
+    if code:
+        raise SystemExit(f"kernelgate: error: --code {code}: no such file")
+    print(f"note: the previous code is not in the prompt: pass --code FILE (the evaluated {records[0].candidate}, "
+          f"sha256 {want[:12]}...)", file=sys.stderr)
+    return None
+
+
 def cmd_prompt(args: argparse.Namespace) -> int:
     from harness.jsonio import atomic_write_text
     from harness.prompts.render import render_all, render_prompt
@@ -74,14 +106,16 @@ def cmd_prompt(args: argparse.Namespace) -> int:
         problem = reg.get(args.problem)
     except KeyError as exc:
         raise SystemExit(f"kernelgate: error: {exc}")
-    feedback = None
+    feedback = source = None
     if args.feedback:
         from harness.commands.leaderboard import load_results_or_exit
 
         feedback = select_feedback(load_results_or_exit(args.feedback), problem.id, args.candidate, args.generator)
-    elif args.candidate or args.generator:
-        raise SystemExit("kernelgate: error: --candidate/--generator select feedback records: add --feedback RESULTS")
-    text = render_prompt(problem, args.dsl, feedback=feedback)
+        source = previous_source(feedback, args.code, args.candidate)
+    elif args.candidate or args.generator or args.code:
+        raise SystemExit("kernelgate: error: --candidate/--generator/--code describe the previous attempt: "
+                         "add --feedback RESULTS")
+    text = render_prompt(problem, args.dsl, feedback=feedback, feedback_source=source)
     if args.out:
         atomic_write_text(args.out, text)
         print(f"prompt written to {args.out}", file=sys.stderr)
@@ -103,5 +137,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="results folder or file holding the previous attempt (repeatable)")
     p.add_argument("--candidate", metavar="NAME", help="the previous attempt's candidate file (path, name or stem)")
     p.add_argument("--generator", metavar="GEN[@VERSION]", help="the previous attempt's generator, when names repeat")
+    p.add_argument("--code", metavar="FILE", help="the previous attempt's code, shown in the feedback (must be the "
+                   "evaluated file: its sha256 is checked against the record); default: --candidate or the record's "
+                   "candidate path, when it is that file")
     add_problem_args(p)
     p.set_defaults(func=cmd_prompt)

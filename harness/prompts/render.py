@@ -22,8 +22,6 @@ from harness.records import JobResult
 
 DSLS = ("triton", "tilelang")
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-MAX_ERROR_CHARS = 1500
-"""Error messages and tracebacks are cut to this many characters in feedback."""
 
 
 def _human(n: float, unit: str) -> str:
@@ -37,63 +35,20 @@ def _fmt(x: float | None, spec: str = ".3g") -> str:
     return "-" if x is None else format(x, spec)
 
 
-def _clip(text: str, limit: int = MAX_ERROR_CHARS) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else text[: limit // 2] + "\n[...]\n" + text[-limit // 2:]
-
-
 def _transform_text(scale: float, shift: float) -> str:
     text = f"x*{scale:g}"
     return text if shift == 0 else f"{text} {'+' if shift > 0 else '-'} {abs(shift):g}"
 
 
-def _feedback(problem: Problem, feedback: JobResult | Sequence[JobResult]) -> dict:
-    from harness.report import metrics as M
+def prompt_context(problem: Problem, dsl: str, *, feedback: JobResult | Sequence[JobResult] | None = None,
+                   feedback_source: str | None = None) -> dict:
+    """The values the templates render (exposed for tests and other front ends).
 
-    recs = [feedback] if isinstance(feedback, JobResult) else list(feedback)
-    if not recs:
-        raise ValueError("feedback: no result records given")
-    others = sorted({r.problem_id for r in recs} - {problem.id})
-    if others:
-        raise ValueError(f"feedback records are for problem(s) {others}, not '{problem.id}'")
-    recs = sorted(recs, key=lambda r: r.workload)
-    rows = []
-    for r in recs:
-        rows.append({
-            "workload": r.workload, "status": r.status.value, "verdict": M.verdict_of(r),
-            "t_kernel": _fmt(M.t_kernel_ms(r), ".4g"), "t_library": _fmt(M.t_library_ms(r), ".4g"),
-            "e_lib": _fmt(M.e_lib_of(r)), "u_roof": _fmt(M.u_roof_of(r)),
-            "bound": r.screening.bound if r.screening is not None else "-",
-            "reason": r.screening.reason if r.screening is not None else "",
-        })
-    errors = []
-    seen = set()
-    for r in recs:
-        if r.error is not None and (r.error.type, r.error.message) not in seen:
-            seen.add((r.error.type, r.error.message))
-            errors.append({"workload": r.workload, "type": r.error.type, "message": _clip(r.error.message),
-                           "traceback": _clip(r.error.traceback_tail) if r.error.traceback_tail else ""})
-        c = r.correctness
-        if c is not None and c.detail and r.status.value.startswith("INCORRECT"):
-            errors.append({"workload": r.workload, "type": "correctness", "traceback": "",
-                           "message": f"round {c.failed_round}: {c.detail} (max excess over tolerance {_fmt(c.max_excess)}x)"})
-    diags, dseen = [], set()
-    for r in recs:
-        for d in r.diagnostics:
-            key = (d.get("rule"), d.get("line"), d.get("message"))
-            if key not in dseen:
-                dseen.add(key)
-                diags.append({"rule": d.get("rule", "?"), "severity": d.get("severity", ""), "line": d.get("line"),
-                              "message": d.get("message", ""), "hint": d.get("hint", "")})
-    warnings = sorted({w for r in recs for w in r.warnings})
-    return {"candidate": recs[0].candidate, "generator": M.record_label(recs[0]), "rows": rows, "errors": errors,
-            "diagnostics": diags, "warnings": warnings,
-            "all_passed": all(r.status.value == "PASSED" for r in recs),
-            "any_timed": any(M.e_lib_of(r) is not None for r in recs)}
+    ``feedback`` becomes the text of :func:`harness.prompts.feedback.feedback_text`
+    (with ``feedback_source``, the previous code, when given).
+    """
+    from harness.prompts.feedback import feedback_text
 
-
-def prompt_context(problem: Problem, dsl: str, *, feedback: JobResult | Sequence[JobResult] | None = None) -> dict:
-    """The values the templates render (exposed for tests and other front ends)."""
     if dsl not in DSLS:
         raise ValueError(f"dsl {dsl!r}: expected one of {DSLS}")
     try:
@@ -117,7 +72,8 @@ def prompt_context(problem: Problem, dsl: str, *, feedback: JobResult | Sequence
         "library_aten": list(problem.library_aten), "n_rounds": N_ROUNDS_MIN,
         "transforms": [_transform_text(s, b) for s, b in ROUND_TRANSFORMS if (s, b) != (1.0, 0.0)],
         "thresholds": Thresholds(), "hack_u_roof": HACK_U_ROOF,
-        "feedback": _feedback(problem, feedback) if feedback is not None else None,
+        "feedback": (feedback_text(feedback, source=feedback_source, problem_id=problem.id)
+                     if feedback is not None else None),
     }
 
 
@@ -129,15 +85,18 @@ def _environment():
                               keep_trailing_newline=True)
 
 
-def render_prompt(problem: Problem, dsl: str, *, feedback: JobResult | Sequence[JobResult] | None = None) -> str:
+def render_prompt(problem: Problem, dsl: str, *, feedback: JobResult | Sequence[JobResult] | None = None,
+                  feedback_source: str | None = None) -> str:
     """The generation prompt for ``problem`` in ``dsl`` (Markdown text).
 
     ``feedback``: the previous attempt's record, or all its records (one per
-    workload), for this problem; the prompt then shows its status, verdict,
-    E_lib/U_roof, errors and diagnostics and asks for a fixed version. Raises
-    ValueError for an unknown DSL or feedback that belongs to another problem.
+    workload), for this problem; the prompt then ends with
+    :func:`harness.prompts.feedback.feedback_text` (its code when
+    ``feedback_source`` is given, status, verdict, E_lib/U_roof, errors and
+    diagnostics) and asks for a fixed version. Raises ValueError for an
+    unknown DSL or feedback that belongs to another problem.
     """
-    ctx = prompt_context(problem, dsl, feedback=feedback)
+    ctx = prompt_context(problem, dsl, feedback=feedback, feedback_source=feedback_source)
     return _environment().get_template("prompt.md.j2").render(**ctx)
 
 
