@@ -6,3 +6,12 @@ top. Importing the package does no work: no CUDA, no file writes.
 """
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    """``from harness import evaluate`` (and the batch and async forms), imported on first use."""
+    if name in ("evaluate", "evaluate_batch", "evaluate_async"):
+        from harness import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'harness' has no attribute {name!r}")

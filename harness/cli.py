@@ -12,7 +12,8 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("problems", "env", "run", "calibrate", "lint", "leaderboard", "compare", "report", "prompt", "export", "merge")
+COMMANDS = ("problems", "env", "run", "calibrate", "lint", "leaderboard", "compare", "report", "prompt", "export", "merge",
+            "serve")
 
 DESCRIPTION = """\
 KernelGate evaluates Triton and TileLang kernels against the library ops they

@@ -422,7 +422,10 @@ class JobResult:
     forward and the saving of its outputs, as the worker reports them: untrusted, never scored),
     ``check_s`` (the trusted checker's reply, of which ``reference_s`` computing the references;
     0 when another candidate of the run already computed them) and ``queue_s`` (waiting inside the
-    phase: for a free checker process, or for the shared GPU again after an autotuning round)."""
+    phase: for a free checker process, or for the shared GPU again after an autotuning round). Parts of
+    ``timing_s``: ``samples_s`` (the alternating timed calls, of which ``verify_s`` verifying a secret share
+    of them), ``kernels_s`` (the profiler's table and the library's kernels), ``batches_s`` (the parent's
+    clock)."""
     base_seed: int | None = None
     """The run's base seed. Random and secret by default (candidates only ever receive the seed of
     the call they are in, just before it); stored here so ``kernelgate run --seed`` can replay the run."""

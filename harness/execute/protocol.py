@@ -109,18 +109,35 @@ def decode(d: Any, expect: tuple[type, ...] | None = None) -> Any:
         raise ProtocolError(f"{kind}: protocol version {str(d.get('v'))[:20]!r}, expected {VERSION}")
     if expect is not None and cls not in expect:
         raise ProtocolError(f"unexpected message {kind!r} here; expected one of {sorted(c.KIND for c in expect)}")
-    hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = set(d) - names - {"kind", "v"}
+    return _build(cls, d, kind, {"kind", "v"})
+
+
+_SCHEMA: dict[type, tuple[frozenset, tuple[tuple[str, Any, bool], ...]]] = {}
+
+
+def _schema(cls: type) -> tuple[frozenset, tuple[tuple[str, Any, bool], ...]]:
+    """(field names, (name, type, required) per field) of a dataclass, computed once per class."""
+    if cls not in _SCHEMA:
+        hints = typing.get_type_hints(cls)
+        fields = tuple((f.name, hints[f.name], f.default is dataclasses.MISSING
+                        and f.default_factory is dataclasses.MISSING)  # type: ignore[misc]
+                       for f in dataclasses.fields(cls))
+        _SCHEMA[cls] = (frozenset(name for name, _, _ in fields), fields)
+    return _SCHEMA[cls]
+
+
+def _build(cls: type, d: dict, where: str, extra: set[str] = frozenset()) -> Any:
+    names, fields = _schema(cls)
+    unknown = set(d) - names - extra
     if unknown:
-        raise ProtocolError(f"{kind}: unknown field(s) {sorted(unknown)[:5]}")
+        raise ProtocolError(f"{where}: unknown field(s) {sorted(unknown)[:5]}")
     kwargs = {}
-    for f in dataclasses.fields(cls):
-        if f.name not in d:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:  # type: ignore[misc]
-                raise ProtocolError(f"{kind}: missing field '{f.name}'")
+    for name, tp, required in fields:
+        if name not in d:
+            if required:
+                raise ProtocolError(f"{where}: missing field '{name}'")
             continue
-        kwargs[f.name] = _check(d[f.name], hints[f.name], f"{kind}.{f.name}")
+        kwargs[name] = _check(d[name], tp, f"{where}.{name}")
     return cls(**kwargs)
 
 
@@ -158,17 +175,7 @@ def _check(v: Any, tp: Any, where: str) -> Any:
     if dataclasses.is_dataclass(tp):
         if not isinstance(v, dict):
             raise ProtocolError(f"{where}: expected an object, got {type(v).__name__}")
-        hints = typing.get_type_hints(tp)
-        names = {f.name for f in dataclasses.fields(tp)}
-        if set(v) - names:
-            raise ProtocolError(f"{where}: unknown field(s) {sorted(set(v) - names)[:5]}")
-        kw = {}
-        for f in dataclasses.fields(tp):
-            if f.name in v:
-                kw[f.name] = _check(v[f.name], hints[f.name], f"{where}.{f.name}")
-            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:  # type: ignore[misc]
-                raise ProtocolError(f"{where}: missing field '{f.name}'")
-        return tp(**kw)
+        return _build(tp, v, where)
     if tp is bool:
         if type(v) is not bool:
             raise ProtocolError(f"{where}: expected true/false, got {type(v).__name__}")

@@ -497,7 +497,9 @@ class Session:
         cfg: TimingConfig = o.timing
         with self.dev.checkers.lease(ctx.key) as checker:
             phase = TimingPhase(self)
+            t_part = time.monotonic()
             result = phase.sample(w, ctx, checker, cfg, lib_excess)
+            self._add(w.name, "samples_s", time.monotonic() - t_part)
             if isinstance(result, judge.Failure):
                 self._lap(w.name, "timing_s")
                 self._fail(w, result, correctness=corr)
@@ -505,12 +507,16 @@ class Session:
             cand_ms, lib_ms, cand_enq, checks, timed, windows_note = result
             if windows_note:
                 warnings.append(windows_note)
+            t_part = time.monotonic()
             kernels_t = self._attribution(w, ctx, timed)
+            self._add(w.name, "kernels_s", time.monotonic() - t_part)
             if isinstance(kernels_t, judge.Failure):
                 self._lap(w.name, "timing_s")
                 self._fail(w, kernels_t, correctness=corr)
                 raise _Stop
+            t_part = time.monotonic()
             trusted = phase.batches(w, ctx, checker, cand_ms, lib_ms, lib_excess)
+            self._add(w.name, "batches_s", time.monotonic() - t_part)
             self._lap(w.name, "timing_s")
         if isinstance(trusted, judge.Failure):
             self._fail(w, trusted, correctness=corr)

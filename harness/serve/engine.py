@@ -230,7 +230,7 @@ class Engine:
         import hashlib
 
         from harness.candidates.discover import Candidate, detect_dsl
-        from harness.execute.runner import job_id
+        from harness.results.ids import static_record
 
         env = self.environment()
         data = item.source.encode("utf-8")
@@ -239,13 +239,7 @@ class Engine:
                          problem_id=item.problem.id, variant=item.key, dsl=item.dsl or detect_dsl(item.source),
                          sha256=hashlib.sha256(data).hexdigest(), generator=item.generator,
                          generator_version=item.generator_version)
-        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        return [JobResult(
-            job_id=job_id(cand, item.problem, w, env), run_id=run_id, candidate=cand.rel_path, candidate_sha256=cand.sha256,
-            generator=cand.generator, generator_version=cand.generator_version, problem_id=item.problem.id,
-            category=item.problem.category, workload=w.name, dtype=w.dtype, dsl=cand.dsl, status=Status.HARNESS_ERROR,
-            flops=w.flops, min_bytes=w.min_bytes, env=env, created_at=now, error=error,
-            problem_version=item.problem.version, allow_tf32=w.allow_tf32) for w in workloads]
+        return [static_record(cand, item.problem, w, Status.HARNESS_ERROR, error, env, run_id) for w in workloads]
 
     def close(self) -> None:
         """Release what the engine holds between runs (nothing yet: every run starts and stops its own workers)."""

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from harness.execute.runner import RunOptions
+    from harness.execute.options import RunOptions
     from harness.measure.timing import TimingConfig
 
 N_ROUNDS_MIN = 5
@@ -60,7 +60,7 @@ class Preset:
 
     def run_options(self, device: str, **options) -> "RunOptions":
         """RunOptions for this preset on ``device``; ``options`` sets the other RunOptions fields."""
-        from harness.execute.runner import RunOptions
+        from harness.execute.options import RunOptions
 
         return RunOptions(device=device, rounds=self.rounds, timing=self.timing_config(device), **options)
 

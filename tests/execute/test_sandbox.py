@@ -2,7 +2,7 @@
 
 Landlock cannot be undone in the process that applies it, so each check runs
 in a fresh interpreter (``subprocess.run([sys.executable, "-c", code])``) with
-the worker's real environment (:func:`harness.execute.runner.scrubbed_env`),
+the worker's real environment (:func:`harness.execute.process.scrubbed_env`),
 its working directory in a scratch folder, and a fake project root beside it
 holding the things a cheating candidate wants: ``runs/results.jsonl``,
 ``leaderboards/``, other submissions. The child exits 0 on success and

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The trusted-measurement evidence on one H200, in two device commands (each well inside 10 minutes):
+#   part 1: environment + calibration, the GPU tests (pytest -m gpu), and every adversarial fixture
+#           (tests/execute/fixtures/{mixed,gpu,hostile,exploits}) with the status each must get;
+#   part 2: the whole bundled suite (--quick, 12 jobs: evaluations per GPU-hour), then the Triton
+#           references of 10 problems one at a time and 12 at a time (full protocol: harness overhead
+#           per candidate, and the seq-vs-pipelined repeatability of the medians).
+# Usage on the device machine, from the repo root, carrying .device (TileLang):
+#   bash tools/device/trusted_run.sh part1      then      bash tools/device/trusted_run.sh part2
+# The calibration is cached under /tmp/kg-cache, so part 2 on the same (warm) machine reuses it.
+set -uo pipefail
+part="${1:?part1 or part2}"
+OUT="${OUT:-/tmp/kg-out}"
+t0=$(date +%s)
+# shellcheck source=tools/device_env.sh
+source tools/device_env.sh
+export KERNELGATE_CACHE=/tmp/kg-cache
+scratch=/dev/shm/kg; mkdir -p $scratch
+stamp() { echo "== $1 ($(( $(date +%s) - t0 )) s)"; }
+if [ "$part" = part1 ]; then
+  cat "$OUT/environment.txt"
+  stamp "pytest -m gpu"
+  timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/execute/test_gpu_engine.py 2>&1 | tail -15 \
+    | tee "$OUT/pytest_gpu.txt"
+  stamp "fixtures"
+  timeout 300 python3 -m harness run tests/execute/fixtures/mixed tests/execute/fixtures/gpu \
+    tests/execute/fixtures/hostile tests/execute/fixtures/exploits --device cuda --tags smoke --out "$OUT/fixtures" \
+    --scratch $scratch/f --jobs 12 --quick --yes-execute --no-progress --round-timeout 15 --compile-timeout 90 \
+    > "$OUT/fixtures.txt" 2>&1
+  echo "fixtures exit $?" >> "$OUT/fixtures.txt"
+  python3 tools/check_fixture_statuses.py "$OUT/fixtures" > "$OUT/fixture_statuses.txt" 2>&1
+  cp "$OUT/fixtures/results.jsonl" "$OUT/fixtures_results.jsonl" 2>/dev/null
+  rm -rf "$OUT/fixtures"
+  tail -80 "$OUT/fixture_statuses.txt"
+else
+  stamp "suite"
+  python3 tools/benchmark_throughput.py --configs one:12:0 --out "$OUT/suite" \
+    --folders submissions/triton-reference submissions/tilelang-reference submissions/defects \
+    --extra --scratch $scratch/s --compile-timeout 300 --quick --check-slots 3 > "$OUT/suite.txt" 2>&1
+  stamp "bench (10 problems, seq and pipelined)"
+  timeout 280 python3 tools/benchmark_throughput.py --configs seq:1:0 pipe:12:0 --out "$OUT/bench" \
+    --folders submissions/triton-reference --only layernorm --only rmsnorm --only softmax --only sum_dim \
+    --only conv2d_1x1 --only depthwise_conv2d --only gemm_square --only bmm --only gelu --only swiglu \
+    --extra --scratch $scratch/b --compile-timeout 300 > "$OUT/bench.txt" 2>&1
+  python3 tools/compare_repeats.py "$OUT/bench/seq" "$OUT/bench/pipe" > "$OUT/repeat_seq_vs_pipe.txt" 2>&1
+  cp "$OUT/suite/one/results.jsonl" "$OUT/suite_results.jsonl" 2>/dev/null
+  for c in seq pipe; do cp "$OUT/bench/$c/results.jsonl" "$OUT/bench_${c}_results.jsonl" 2>/dev/null; done
+  cp "$OUT/suite/benchmark.json" "$OUT/suite_benchmark.json" 2>/dev/null
+  cp "$OUT/bench/benchmark.json" "$OUT/bench_benchmark.json" 2>/dev/null
+  rm -rf "$OUT/suite" "$OUT/bench" "$OUT/cache"
+  tail -12 "$OUT/suite.txt"; tail -12 "$OUT/bench.txt"; tail -6 "$OUT/repeat_seq_vs_pipe.txt"
+fi
+stamp "done"; ls "$OUT"
