@@ -75,7 +75,11 @@ HINTS = {
     "profiler-tamper": "do not touch the profiler or launch the harness's marker kernel (torch.cuda._sleep)",
 }
 _REACH = {"sys.modules", "sys._current_frames", "threading._active", "threading.enumerate", "threading._main_thread",
-          "sys.getrefcount", "sys._debugmallocstats", "gc.get_objects", "gc.get_referrers", "gc.get_referents"}
+          "sys.getrefcount", "sys._debugmallocstats", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
+          "signal.signal", "signal.alarm", "signal.setitimer", "signal.pthread_kill", "signal.set_wakeup_fd",
+          "gc.callbacks", "weakref.finalize", "numpy.lib.stride_tricks.as_strided", "sys.setswitchinterval"}
+"""Signal handlers and finalizers run candidate code on the worker's trusted thread, with its frame; strided
+views read memory by address."""
 _DISPATCH_ROOTS = ("torch.utils._python_dispatch", "torch._C._DisableTorchDispatch", "torch._C._DisablePythonDispatcher",
                    "torch._C._ExcludeDispatchKeyGuard", "torch._C._set_torch_function_mode",
                    "torch._C._push_on_torch_function_stack", "torch._C._pop_torch_function_stack",
@@ -214,6 +218,9 @@ class _Scanner:
         if q == "torch.compile":
             self.add("native-extension", "warning", c, "compiles with torch.compile (its kernels are not the "
                      "candidate's own Triton/TileLang)")
+        elif _root_in(q, ("torch.library",)):
+            self.add("native-extension", "warning", c, f"registers an operator (`{q}`): what it calls is hidden "
+                     "from the CPU path's dispatch recorder")
         elif isinstance(c.func, ast.Attribute) and c.func.attr == "set_" and not self.idx.imports.is_module_rooted(c.func):
             self.add("module-patch", "warning", c, "re-points a tensor's storage (`.set_()`)")
         f = c.func

@@ -40,10 +40,10 @@ MEDIATED_PREFIXES = ("ctypes.", "subprocess.", "os.system", "os.exec", "os.posix
 FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back", "f_globals", "f_locals"})
 GUARDED_ATTRS = FRAME_ATTRS | {"__code__", "__globals__", "__closure__"}
 FRAME_EVENTS = frozenset({"sys._getframe", "sys._current_frames", "sys._getframemodulename"})
-FRAME_HELPERS = ("inspect.py",)
-"""Stdlib modules that hand frames to their caller (inspect.currentframe, stack, trace): a frame event they
-raise for candidate code is the candidate's. Their other reads (``inspect.signature`` reading ``__code__``)
-are not."""
+FRAME_HELPERS = ("inspect.py", "traceback.py")
+"""Stdlib modules that hand frames to their caller (inspect.currentframe, stack, trace; traceback.walk_stack):
+a frame event they raise for candidate code is the candidate's. Their other reads (``inspect.signature``
+reading ``__code__``) are not."""
 
 
 class Refused(RuntimeError):

@@ -350,6 +350,7 @@ class Imported:
 class Fatal:
     status: str
     error: Error
+    audit_blocked: tuple[str, ...] = ()
 
 
 @message("workload_fatal")

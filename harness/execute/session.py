@@ -126,6 +126,14 @@ class Session:
             raise RetryAlone(f.message)
         self._record(w, f.status, error=f.error, evidence=f.evidence or None, **kw)
 
+    def _unfinished(self, error: dict) -> None:
+        """A worker that ends before the protocol's last message loses the records it had earned: a workload is
+        passed only once the worker has answered every question about it (a forged report followed by an exit
+        must not stand)."""
+        for name, r in list(self.results.items()):
+            if r.status is Status.PASSED:
+                del self.results[name]
+
     def _fail_rest(self, status: Status, error: dict, evidence: dict | None = None) -> None:
         for w in self.t.workloads:
             self._record(w, status, error=error, evidence=evidence)
@@ -180,6 +188,8 @@ class Session:
                                   self.dev.gpu, threads=self.o.cpu_threads)
         cand_file = worker.scratch / self.c.path.name
         cand_file.write_bytes(self.t.source)
+        self.handoff_dir = worker.scratch / "handoff"
+        self.finished = False
         key = secrets.token_bytes(32)
         reader = os.fdopen(worker.c2p_r, "rb", buffering=0)
         self.chan = Endpoint(reader, worker.p2c_w, key)
@@ -192,10 +202,12 @@ class Session:
             retry = exc
         except _Timeout as exc:
             kill_group(worker.proc)
-            self._fail_rest(Status.TIMEOUT, {"type": "Timeout", "message": str(exc),
-                                             "traceback_tail": self.err_buf.text()[-2000:]})
+            error = {"type": "Timeout", "message": str(exc), "traceback_tail": self.err_buf.text()[-2000:]}
+            self._unfinished(error)
+            self._fail_rest(Status.TIMEOUT, error)
         except (ChannelError, P.ProtocolError) as exc:
             kill_group(worker.proc)
+            self.results.clear()  # a worker that forges or garbles one message has earned nothing
             self._fail_rest(Status.REWARD_HACK, {"type": "ProtocolViolation",
                                                  "message": f"result channel tampered: {exc}",
                                                  "traceback_tail": self.err_buf.text()[-2000:]},
@@ -206,9 +218,10 @@ class Session:
             if self.lock_held == "shared" and not self.t.alone and self.cuda:
                 retry = RetryAlone(f"worker ended unexpectedly ({how}) while sharing the GPU")
             else:
-                self._fail_rest(Status.CRASHED, {"type": type(exc).__name__,
-                                                 "message": f"worker ended unexpectedly ({how}): {exc}",
-                                                 "traceback_tail": self.err_buf.text()[-3000:]})
+                error = {"type": type(exc).__name__, "message": f"worker ended unexpectedly ({how}): {exc}",
+                         "traceback_tail": self.err_buf.text()[-3000:]}
+                self._unfinished(error)
+                self._fail_rest(Status.CRASHED, error)
         except CheckerDied as exc:
             kill_group(worker.proc)
             self._fail_rest(Status.HARNESS_ERROR, {"type": "CheckerDied", "message": str(exc)})
@@ -304,7 +317,11 @@ class Session:
         msg = self._recv(o.compile_timeout_s, "importing the candidate", P.Imported, P.Fatal)
         self._lap("*", "import_s")
         if isinstance(msg, P.Fatal):
-            self._fail_rest(Status(msg.status), dataclasses.asdict(msg.error))
+            f = judge.judge_tamper(msg.audit_blocked, ())
+            if f is not None:
+                self._fail_rest(f.status, f.error, f.evidence)
+            else:
+                self._fail_rest(Status(msg.status), dataclasses.asdict(msg.error))
             return
         f = judge.judge_tamper(msg.audit_blocked, msg.patched)
         if f is not None:
@@ -336,6 +353,7 @@ class Session:
             self._recv(o.round_timeout_s, "ending the workload", P.WorkloadDone)
         self._send(P.Finish())
         self._recv(o.round_timeout_s, "finishing", P.Done)
+        self.finished = True
 
     # ------------------------------------------------------------------ one workload
     def _call(self, cid: int, seed: int, transform: int, hold: float, release: tuple[int, ...] = ()) -> P.CallReport:
@@ -351,7 +369,26 @@ class Session:
         h = self._recv(self.o.round_timeout_s, f"handing off call {cid}", P.HandoffReport)
         if h.call_id != cid:
             raise P.ProtocolError(f"handoff_report for call {h.call_id}, expected {cid}")
+        for path in (h.output_path, h.input_path):
+            if path is not None:
+                self._check_handoff_path(path)
         return h
+
+    def _check_handoff_path(self, path: str) -> None:
+        """A hand-off file must be a regular file directly inside the worker's hand-off folder.
+
+        Exploit it stops: a worker naming any path (a project file, a symlink out of its scratch) as its
+        output, which the parent would have had the checker read and then deleted.
+        """
+        import stat
+
+        folder = os.path.realpath(self.handoff_dir)
+        try:
+            st = os.lstat(path)
+        except OSError as exc:
+            raise P.ProtocolError(f"hand-off file {path[:120]!r} cannot be read ({exc.strerror})") from None
+        if os.path.dirname(os.path.realpath(path)) != folder or not stat.S_ISREG(st.st_mode) or os.path.islink(path):
+            raise P.ProtocolError(f"hand-off file {path[:120]!r} is not a regular file in the worker's hand-off folder")
 
     def _judge_call(self, r: P.CallReport) -> judge.Failure | None:
         return judge.judge_call(r, dsl=self.c.dsl, device=self.o.device, library_aten=tuple(self.p.library_aten),

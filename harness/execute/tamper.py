@@ -24,8 +24,10 @@ from typing import Any, Iterable
 
 MODULES = ("torch", "torch.nn.functional", "torch.cuda", "torch.cuda.streams", "torch.autograd", "torch.profiler",
            "torch.autograd.profiler", "torch.utils._python_dispatch", "torch.overrides", "torch._C", "triton",
-           "triton.runtime.jit", "triton.runtime.autotuner", "triton.testing", "tilelang", "tilelang.jit", "time")
+           "triton.runtime.jit", "triton.runtime.autotuner", "triton.testing", "tilelang", "tilelang.jit", "time",
+           "torch._C._autograd", "torch.autograd.profiler_util", "signal", "numpy")
 CLASSES = ("torch.Tensor", "torch.nn.Module", "torch.cuda.Event", "torch.cuda.Stream",
+           "torch.autograd.profiler_util.FunctionEvent", "torch.profiler.profile",
            "triton.runtime.jit.JITFunction", "triton.runtime.autotuner.Autotuner", "tilelang.jit.kernel.JITKernel")
 HARNESS_PREFIX = "harness."
 

@@ -194,7 +194,8 @@ class Worker:
             if not (isinstance(cand.ModelNew, type) and issubclass(cand.ModelNew, self.torch.nn.Module)):
                 return self._fatal("INVALID_CANDIDATE", "BadModelNew", "ModelNew must be a subclass of torch.nn.Module")
         except BaseException as exc:  # noqa: BLE001 - any import failure is the candidate's
-            self.send(P.Fatal(status="COMPILE_ERROR", error=P.error_from_exception(exc, MAX_TEXT)))
+            self.send(P.Fatal(status="COMPILE_ERROR", error=P.error_from_exception(exc, MAX_TEXT),
+                              audit_blocked=self.audit.take()))
             return
         self.send(P.Imported(audit_blocked=self.audit.take(), patched=tuple(self.tamper.changed())))
         for w in self.spec.workloads:
@@ -370,7 +371,10 @@ class Worker:
         n = 0
         try:
             for cid, inputs, seed in calls:
-                out = self.cthread.run(self.forward, model, inputs, seed)
+                if self.cuda:
+                    out = self.cthread.run(self.forward, model, inputs, seed)
+                else:  # the same forward as every other call: the recorder is no tell
+                    out = self.cthread.run(_recorded_forward, model, inputs, seed, self.guards.AtenRecorder())
                 self.kept[cid] = (self.flatten(out), inputs, None)
                 n += 1
             self.timer.sync()

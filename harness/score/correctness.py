@@ -13,6 +13,12 @@ excess, so a candidate as accurate as the library is never failed for the
 library's rounding. Beyond the tolerance: exact shape and dtype, ``type(out)
 is torch.Tensor`` (checked in the worker), no NaN/Inf where the reference is
 finite, and a constant output where the reference is not constant fails.
+
+A second, whole-tensor bound catches what an absolute floor lets through
+(outputs far below unit scale, e.g. a softmax over 10,000 columns, whose every
+element is within ``atol`` of 1/N)::
+
+    ||out - ref64||_2 / ||ref64||_2  <=  max(atol, rtol) * growth, widened to 1.5x the library's own
 """
 
 from __future__ import annotations
@@ -77,6 +83,17 @@ def compare_outputs(outs: list, refs64: list, libs: list, *, atol: float, rtol: 
                         f"{tag}: {n_bad}/{ref.numel()} element(s) out of tolerance; worst at flat index {idx}: "
                         f"got {float(o.flatten()[idx]):.6g}, expected {float(ref.flatten()[idx]):.6g} "
                         f"(atol={atol:g} x scale {scale:.3g} x growth {growth:.3g}, rtol={rtol:g})")
+        ref_norm = float(ref[finite_ref].norm()) if ref.numel() else 0.0
+        if ref_norm > 0:
+            rel_l2 = float((o - ref)[finite_ref].norm()) / ref_norm
+            lib_l2 = float((lib.to(dev).double() - ref)[finite_ref].norm()) / ref_norm
+            bound = max(max(atol, rtol) * growth, 1.5 * lib_l2)
+            res["relative_l2"] = max(res.get("relative_l2", 0.0), rel_l2)
+            if rel_l2 > bound:
+                return fail("INCORRECT_NUMERICAL",
+                            f"{tag}: relative L2 error {rel_l2:.3g} exceeds {bound:.3g} (max(atol, rtol) x growth "
+                            f"{growth:.3g}; the library's own is {lib_l2:.3g}) although every element is within "
+                            "its tolerance: the output does not follow the reference")
         if o.numel() > 1 and float(o.max() - o.min()) == 0.0:
             # the reference varies by more than two ulps of the output dtype: a
             # constant output cannot be the same function, whatever the tolerance

@@ -32,7 +32,21 @@ TRACEBACK = """Traceback (most recent call last):
 ValueError: boom: bad block size"""
 
 
+
+def _valid(status, kw: dict) -> dict:
+    """A failure record carries an error, a REWARD_HACK its evidence (harness.records.FIELDS_BY_STATUS)."""
+    from harness.records import ErrorInfo, Status as _S
+
+    kw = dict(kw)
+    if status is not None and _S(status) not in (_S.PASSED, _S.LOWERED):
+        kw.setdefault("error", ErrorInfo("Error", "test failure"))
+        if _S(status) is _S.REWARD_HACK:
+            kw.setdefault("evidence", {"mechanism": "test"})
+    return kw
+
+
 def _rec(workload: str, status: Status, **kw) -> JobResult:
+    kw = _valid(status, kw)
     return JobResult(job_id=hashlib.sha256(workload.encode()).hexdigest()[:20], run_id="r1", candidate="gen/gelu__v2.py",
                      candidate_sha256=SHA, generator="gen", generator_version="1", problem_id="gelu",
                      category="elementwise", workload=workload, dtype="float32", dsl="triton", status=status, flops=1,

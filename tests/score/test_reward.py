@@ -13,6 +13,19 @@ ENV = EnvSnapshot(device_kind="cuda", device_name="NVIDIA H200", device_uuid="GP
                   torch="2.11", triton="3.6", tilelang=None, harness="0.1.0")
 
 
+
+def _valid(status, kw: dict) -> dict:
+    """A failure record carries an error, a REWARD_HACK its evidence (harness.records.FIELDS_BY_STATUS)."""
+    from harness.records import ErrorInfo, Status as _S
+
+    kw = dict(kw)
+    if status is not None and _S(status) not in (_S.PASSED, _S.LOWERED):
+        kw.setdefault("error", ErrorInfo("Error", "test failure"))
+        if _S(status) is _S.REWARD_HACK:
+            kw.setdefault("evidence", {"mechanism": "test"})
+    return kw
+
+
 def _t(ms: float) -> TimingStats:
     return TimingStats(ms, 0.0, ms, ms, (ms,), "cuda_event", True)
 
@@ -24,6 +37,7 @@ def _rec(status: Status, workload: str = "w", *, t_kernel: float | None = None, 
         extra = {"timing": _t(t_kernel), "library_timing": _t(t_library),
                  "screening": Screening(t_library / t_kernel, t_floor / t_kernel, t_floor / t_library, t_floor, "memory",
                                         "dram", Verdict.EFFICIENT, False, 0.8, 0.5, "")}
+    kw = _valid(status, kw)
     return JobResult(job_id=hashlib.sha256(workload.encode()).hexdigest()[:20], run_id="r", candidate="g/x.py",
                      candidate_sha256=sha, generator="g", generator_version="1", problem_id="p", category="elementwise",
                      workload=workload, dtype="float16", dsl="triton", status=status, flops=0, min_bytes=1, env=ENV,
