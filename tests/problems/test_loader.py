@@ -91,7 +91,9 @@ def test_duplicate_ids_are_refused(tmp_path):
 
 
 def test_parse_set_options():
-    assert parse_set_options(["N=256", "EPS=1e-5", "MODE=fast"]) == {"N": 256, "EPS": 1e-5, "MODE": "fast"}
+    ov = parse_set_options(["N=256", "EPS=1e-5", "MODE=fast", "K=(3, 5)", "19_ReLU:dim=64"])
+    assert ov.common == {"N": 256, "EPS": 1e-5, "MODE": "fast", "K": (3, 5)}
+    assert ov.scoped == {"19_ReLU": {"dim": 64}}
     with pytest.raises(ValueError, match="NAME=VALUE"):
         parse_set_options(["N"])
 
