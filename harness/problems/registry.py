@@ -115,7 +115,7 @@ def load_registry(root: str | Path | None = None, *, overrides: SizeOverrides | 
         else:
             reg.warnings.append(f"--set {name}={ov.common[name]!r} not applied to {len(pids)} of {loaded} problems, "
                                 f"which have no constant '{name}': {shown}")
-    stems = {Path(p.path).stem for p in reg.problems.values()}
+    stems = {p.stem for p in files}
     for scope, values in ov.scoped.items():
         if scope not in reg.problems and scope not in stems:
             close = did_you_mean(scope, list(reg.problems))

@@ -166,28 +166,29 @@ def _literal(value: Any) -> ast.expr:
 
 
 def apply_overrides(tree: ast.Module, overrides: dict[str, Any]) -> tuple[ast.Module, set[str]]:
-    """Insert ``NAME = value`` after the last module-level statement binding each overridden name.
+    """Insert ``NAME = value`` after the last statement binding each overridden name, in every module-level block.
 
-    Returns the changed tree (the input is modified in place) and the names
-    that no module-level statement binds (the caller decides: set the
+    Per block (the module body, each branch of a top-level ``if``/``try``,
+    each ``with`` body) so that whichever branch runs ends with the override;
+    within a block only after the last binding, so a value used before a name
+    is rebound stays the file's. Returns the changed tree (modified in place)
+    and the names no module-level statement binds (the caller decides: set the
     attribute after execution, or refuse). Inserted statements carry the line
     number of the statement they follow, so the file's own line numbers hold.
     """
-    last: dict[str, tuple[list[ast.stmt], ast.stmt]] = {}
-    for block in _blocks(tree.body):
+    bound: set[str] = set()
+    for block in list(_blocks(tree.body)):
+        last: dict[str, ast.stmt] = {}
         for stmt in block:
             for name in _statement_binds(stmt) & set(overrides):
-                prev = last.get(name)
-                if prev is None or (stmt.lineno, stmt.col_offset) >= (prev[1].lineno, prev[1].col_offset):
-                    last[name] = (block, stmt)
-    for name, (block, stmt) in last.items():
-        new = ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=_literal(overrides[name]))
-        ast.copy_location(new, stmt)
-        ast.fix_missing_locations(new)
-        for node in ast.walk(new):
-            ast.copy_location(node, stmt)
-        block.insert(block.index(stmt) + 1, new)
-    return tree, set(overrides) - set(last)
+                last[name] = stmt
+        for name, stmt in last.items():
+            new = ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=_literal(overrides[name]))
+            for node in ast.walk(new):
+                ast.copy_location(node, stmt)
+            block.insert(block.index(stmt) + 1, new)
+            bound.add(name)
+    return tree, set(overrides) - bound
 
 
 def is_size_value(value: Any) -> bool:
