@@ -101,8 +101,7 @@ def extract_source(text: str) -> Extraction:
     outside = _THINK.sub(lambda m: "\n" * m.group(0).count("\n"), text)
     blocks = _blocks(outside) or _blocks(text)
     if not blocks:
-        return Extraction(text, error=(f"not valid Python ({plain_error}) and no ```python fence to take code from; "
-                                       "if this is an LLM reply, save only its code"))
+        return Extraction(text, error=f"not valid Python: {plain_error} (and no ```python fence to take code from)")
     python = [b for b in blocks if b.lang in _PYTHON_TAGS]
     others = sorted({b.lang for b in blocks if b.lang not in _PYTHON_TAGS})
     if not python:

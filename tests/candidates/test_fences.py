@@ -63,7 +63,8 @@ def test_fences_that_do_not_parse_say_where():
 def test_no_python_fence_and_no_fence_at_all():
     assert "none of them Python (tagged cpp)" in extract_source(reply(("cpp", "int x;"))).error
     err = extract_source("Here is the code: class ModelNew\n").error
-    assert "line 1, column" in err and "'Here is the code: class ModelNew'" in err and "no ```python fence" in err
+    assert err.startswith("not valid Python: line 1, column") and "'Here is the code: class ModelNew'" in err
+    assert "no ```python fence" in err
 
 
 def test_several_fences_without_model_new_are_refused():
