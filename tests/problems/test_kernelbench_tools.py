@@ -173,7 +173,18 @@ def test_pairing_respects_the_level_of_the_problem_folder(tmp_path):
     (k / "level_2_problem_19_sample_0_kernel.py").write_text("")
     pairs, notes = independent_check.pair_files(level2, k)
     assert [p[1].name for p in pairs] == ["level_2_problem_19_sample_0_kernel.py"]
-    assert notes and "level 1" in notes[0]
+    assert notes and "no level-1 problem 19" in notes[0]
+    (tmp_path / "level1").mkdir()
+    (tmp_path / "level1" / "19_ReLU.py").write_text("")
+    pairs, notes = independent_check.pair_files(tmp_path, k)  # a folder of level folders
+    assert sorted((p[0].parent.name, p[1].name) for p in pairs) == [
+        ("level1", "level_1_problem_19_sample_0_kernel.py"), ("level2", "level_2_problem_19_sample_0_kernel.py")]
+
+
+def test_kernelbench_evaluator_wrapper_refuses_a_wrong_checkout(tmp_path):
+    proc = subprocess.run([sys.executable, str(TOOLS / "run_kernelbench_eval.py"), "--kernelbench", str(tmp_path),
+                           "--out", str(tmp_path / "o.jsonl")], capture_output=True, text=True)
+    assert proc.returncode == 2 and "no src/kernelbench/eval.py" in proc.stderr
 
 
 @pytest.mark.gpu

@@ -57,30 +57,49 @@ _RUN_FILE = re.compile(r"^level_?(\d+)_problem_?(\d+)_(?:sample|solution)_?(\d+)
 
 # --------------------------------------------------------------------------- pairing (parent)
 
+def _problem_files(problem_dir: Path) -> dict[str, tuple[Path, int | None]]:
+    """``{id: (file, level)}`` for a level folder (``level1/``) or a folder of level folders (KernelBench/)."""
+    def level_of(folder: Path) -> int | None:
+        m = re.fullmatch(r"level[_-]?(\d+)", folder.name)
+        return int(m.group(1)) if m else None
+
+    out: dict[str, tuple[Path, int | None]] = {}
+    for folder in [problem_dir] + sorted(d for d in problem_dir.iterdir() if d.is_dir() and level_of(d) is not None):
+        for p in sorted(folder.glob("*.py")):
+            if not p.name.startswith("_"):
+                out.setdefault(p.stem, (p, level_of(folder)))
+    return out
+
+
 def pair_files(problem_dir: Path, kernel_dir: Path) -> tuple[list[tuple[Path, Path]], list[str]]:
-    """(problem, kernel) pairs by file name, and a note for every kernel file that pairs with no problem."""
-    problems = {p.stem: p for p in sorted(problem_dir.glob("*.py")) if not p.name.startswith("_")}
-    by_number: dict[int, list[str]] = {}
-    for pid in problems:
+    """(problem, kernel) pairs by file name, and a note for every kernel file that pairs with no problem.
+
+    A kernel named ``<id>.py`` or ``<id>__<variant>.py`` pairs with problem ``<id>`` (longest id first); a
+    KernelBench run file ``level_L_problem_N_sample_S_kernel.py`` with the problem numbered N of level L.
+    """
+    problems = _problem_files(problem_dir)
+    by_level_number: dict[tuple[int | None, int], list[str]] = {}
+    for pid, (_path, level) in problems.items():
         m = re.match(r"^(\d+)_", pid)
         if m:
-            by_number.setdefault(int(m.group(1)), []).append(pid)
-    level = re.fullmatch(r"level[_-]?(\d+)", problem_dir.name)
+            by_level_number.setdefault((level, int(m.group(1))), []).append(pid)
+    ids = sorted(problems, key=len, reverse=True)
     pairs, unpaired = [], []
     for kernel in sorted(kernel_dir.glob("*.py")):
         stem = kernel.stem
-        pid = next((p for p in sorted(problems, key=len, reverse=True) if stem == p or stem.startswith(p + "__")), None)
+        pid = next((p for p in ids if stem == p or stem.startswith(p + "__")), None)
         m = _RUN_FILE.match(stem)
         if pid is None and m:
-            if level and int(level.group(1)) != int(m.group(1)):
-                unpaired.append(f"{kernel.name}: level {m.group(1)}, but the problems are {problem_dir.name}/")
+            level, number = int(m.group(1)), int(m.group(2))
+            found = by_level_number.get((level, number), [])
+            if not found:
+                unpaired.append(f"{kernel.name}: no level-{level} problem {number} under {problem_dir}")
                 continue
-            found = by_number.get(int(m.group(2)), [])
             pid = found[0] if len(found) == 1 else None
         if pid is None:
-            unpaired.append(f"{kernel.name}: no problem in {problem_dir} matches its name")
+            unpaired.append(f"{kernel.name}: no problem under {problem_dir} matches its name")
             continue
-        pairs.append((problems[pid], kernel))
+        pairs.append((problems[pid][0], kernel))
     return pairs, unpaired
 
 
