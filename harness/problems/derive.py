@@ -220,6 +220,14 @@ def derive(module: types.ModuleType, dtype: str, *, budget_s: float | None = Non
     workload's size is known); every other failure returns a partial
     :class:`DerivedCost` whose ``note`` names what is unknown and why.
     """
+    import warnings
+
+    with warnings.catch_warnings():  # the problem file's own warnings (nested-tensor hints, ...) would swamp a listing
+        warnings.simplefilter("ignore")
+        return _derive(module, dtype, budget_s)
+
+
+def _derive(module: types.ModuleType, dtype: str, budget_s: float | None) -> DerivedCost:
     import torch
 
     t0 = time.monotonic()

@@ -35,7 +35,7 @@ SLOW = """
                 x = torch.tanh(x @ self.w)
             return x
 
-    STEPS = 200000
+    STEPS = 2_000_000   # minutes on meta tensors without a budget
 
     def get_inputs():
         return [torch.randn(8, 64)]
@@ -49,7 +49,7 @@ def test_budget_abandons_a_slow_forward_and_flops_are_unknown(tmp_path):
     path = write(tmp_path, "slow_rnn.py", SLOW)
     t0 = time.monotonic()
     p = load_problem(path, derive_budget=0.5)
-    assert time.monotonic() - t0 < 20
+    assert time.monotonic() - t0 < 120  # generous for a loaded CI machine; unbudgeted it takes many minutes
     (w,) = p.workloads
     assert not w.flops_known and w.flops == 0
     assert "ran past its 0.5 s budget" in w.cost_note and "FLOPs and output bytes unknown" in w.cost_note
@@ -59,7 +59,7 @@ def test_budget_abandons_a_slow_forward_and_flops_are_unknown(tmp_path):
 
 
 def test_timed_out_entry_is_recomputed_with_a_larger_budget(tmp_path):
-    path = write(tmp_path, "slow.py", SLOW.replace("200000", "3"))
+    path = write(tmp_path, "slow.py", SLOW.replace("2_000_000", "3"))
     module = load_module(path)
     key = costcache.cost_key("sha", {}, "float32")
     timed_out = derive(module, "float32", budget_s=None)
