@@ -8,10 +8,13 @@ anyway). Every aten op the forward dispatches is recorded by family, which is
 what :mod:`harness.problems.categories` classifies a plain file by.
 
 Why a time budget: some models decompose into tens of thousands of small ops
-on meta tensors (a 6-layer LSTM over 512 steps: seconds to minutes). A
-dispatch mode checks the clock before every op and abandons the forward past
-``budget_s``; the FLOPs are then *unknown* (never a guess) and the bytes fall
-back to the inputs and parameters, with a note saying so.
+on meta tensors (a 6-layer LSTM over 512 steps: seconds to minutes). The FLOP
+counter's per-op hook checks the clock after every op and abandons the
+forward past ``budget_s``; the FLOPs are then *unknown* (never a guess) and
+the bytes fall back to the inputs and parameters, with a note saying so. The
+clock is the thread's CPU time, not wall time, so whether a file's FLOPs are
+known does not depend on how loaded the machine is (on an idle machine the
+two agree: the forward is single-threaded Python dispatch).
 
 Why fallbacks: a model whose constructor calls ``Tensor.item()`` (Swin's
 stochastic-depth rates) cannot be built on meta tensors. It is then built on
@@ -29,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: Bump when the derivation changes what it returns, so cached entries are recomputed.
-DERIVE_VERSION = 2
+DERIVE_VERSION = 3
 #: Tensors up to this many elements stay real while building a model on the CPU fallback path.
 SMALL_TENSOR_NUMEL = 1 << 16
 
@@ -89,6 +92,9 @@ class DerivedCost:
     timed_out: bool = False
     budget_s: float | None = None
     seconds: float = 0.0
+    """Wall time of the derivation."""
+    cpu_seconds: float = 0.0
+    """CPU time of the derivation's thread (what the budget counts)."""
 
     @property
     def min_bytes(self) -> int:
@@ -99,7 +105,8 @@ class DerivedCost:
         return {"flops": self.flops, "input_bytes": self.input_bytes, "output_bytes": self.output_bytes,
                 "param_bytes": self.param_bytes, "flops_by_family": dict(self.flops_by_family),
                 "op_counts": dict(self.op_counts), "output_like_input": self.output_like_input, "method": self.method,
-                "note": self.note, "timed_out": self.timed_out, "budget_s": self.budget_s, "seconds": self.seconds}
+                "note": self.note, "timed_out": self.timed_out, "budget_s": self.budget_s, "seconds": self.seconds,
+                "cpu_seconds": self.cpu_seconds}
 
     @classmethod
     def from_dict(cls, d: dict) -> "DerivedCost":
@@ -108,7 +115,7 @@ class DerivedCost:
                    op_counts=dict(d.get("op_counts", {})), output_like_input=d.get("output_like_input"),
                    method=str(d.get("method", "meta")), note=str(d.get("note", "")),
                    timed_out=bool(d.get("timed_out", False)), budget_s=d.get("budget_s"),
-                   seconds=float(d.get("seconds", 0.0)))
+                   seconds=float(d.get("seconds", 0.0)), cpu_seconds=float(d.get("cpu_seconds", 0.0)))
 
 
 def _tensors(obj: Any) -> list:
@@ -150,13 +157,13 @@ def _counter(budget_s: float | None):
         def __init__(self) -> None:
             super().__init__(display=False)
             self.op_counts: dict[str, int] = {}
-            self.deadline = time.monotonic() + budget_s if budget_s else None
+            self.deadline = time.thread_time() + budget_s if budget_s else None
 
         def _count_flops(self, func_packet, out, args, kwargs):
             name = getattr(func_packet, "__name__", str(func_packet))
             self.op_counts[name] = self.op_counts.get(name, 0) + 1
-            if self.deadline is not None and time.monotonic() > self.deadline:
-                raise DerivationTimeout(f"the forward on meta tensors ran past its {budget_s:g} s budget")
+            if self.deadline is not None and time.thread_time() > self.deadline:
+                raise DerivationTimeout(f"the forward on meta tensors ran past its {budget_s:g} s CPU budget")
             return super()._count_flops(func_packet, out, args, kwargs)
 
     return _Counter()
@@ -215,7 +222,7 @@ def _short(text: str, limit: int = 160) -> str:
 def derive(module: types.ModuleType, dtype: str, *, budget_s: float | None = None) -> DerivedCost:
     """Build ``module.Model`` and run one forward on meta tensors at ``dtype`` (a torch dtype name).
 
-    ``budget_s`` caps the forward's wall time (None: no cap). Raises only when
+    ``budget_s`` caps the forward's CPU time in seconds (None: no cap). Raises only when
     ``get_inputs()`` itself cannot run on meta tensors (then nothing about the
     workload's size is known); every other failure returns a partial
     :class:`DerivedCost` whose ``note`` names what is unknown and why.
@@ -230,7 +237,7 @@ def derive(module: types.ModuleType, dtype: str, *, budget_s: float | None = Non
 def _derive(module: types.ModuleType, dtype: str, budget_s: float | None) -> DerivedCost:
     import torch
 
-    t0 = time.monotonic()
+    t0, c0 = time.monotonic(), time.thread_time()
     tdtype = getattr(torch, dtype)
     with torch.device("meta"):
         torch.manual_seed(0)
@@ -242,7 +249,7 @@ def _derive(module: types.ModuleType, dtype: str, budget_s: float | None) -> Der
         return DerivedCost(flops=None, input_bytes=input_bytes, output_bytes=None, param_bytes=None, method="partial",
                            note=f"Model could not be built ({_short(f'{type(exc).__name__}: {exc}')}): FLOPs, parameter "
                                 "and output bytes unknown; min bytes counts the inputs only", budget_s=budget_s,
-                           seconds=time.monotonic() - t0)
+                           seconds=time.monotonic() - t0, cpu_seconds=time.thread_time() - c0)
     param_bytes = tensor_bytes(list(model.parameters()) + list(model.buffers()))
     counter = _counter(budget_s)
     out: Any = None
@@ -259,15 +266,16 @@ def _derive(module: types.ModuleType, dtype: str, budget_s: float | None) -> Der
     for op, n in counter.get_flop_counts().get("Global", {}).items():
         name = getattr(op, "__name__", str(op)).split(".")[-1]
         by_family["conv" if name in CONV_OPS else "mm"] += int(n)
-    seconds = time.monotonic() - t0
+    seconds, cpu_seconds = time.monotonic() - t0, time.thread_time() - c0
     if failure:
         why = f"{failure}: FLOPs and output bytes unknown; min bytes counts inputs and parameters only"
         return DerivedCost(flops=None, input_bytes=input_bytes, output_bytes=None, param_bytes=param_bytes,
                            flops_by_family=by_family, op_counts=counter.op_counts, method="partial",
                            note="; ".join(x for x in (note, why) if x), timed_out=timed_out, budget_s=budget_s,
-                           seconds=seconds)
+                           seconds=seconds, cpu_seconds=cpu_seconds)
     outs = _tensors(out)
     like = bool(outs) and bool(inputs) and isinstance(inputs[0], torch.Tensor) and tuple(outs[0].shape) == tuple(inputs[0].shape)
     return DerivedCost(flops=int(counter.get_total_flops()), input_bytes=input_bytes, output_bytes=tensor_bytes(outs),
                        param_bytes=param_bytes, flops_by_family=by_family, op_counts=counter.op_counts,
-                       output_like_input=like, method=method, note=note, budget_s=budget_s, seconds=seconds)
+                       output_like_input=like, method=method, note=note, budget_s=budget_s, seconds=seconds,
+                       cpu_seconds=cpu_seconds)

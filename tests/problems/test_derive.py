@@ -52,7 +52,7 @@ def test_budget_abandons_a_slow_forward_and_flops_are_unknown(tmp_path):
     assert time.monotonic() - t0 < 120  # generous for a loaded CI machine; unbudgeted it takes many minutes
     (w,) = p.workloads
     assert not w.flops_known and w.flops == 0
-    assert "ran past its 0.5 s budget" in w.cost_note and "FLOPs and output bytes unknown" in w.cost_note
+    assert "ran past its 0.5 s CPU budget" in w.cost_note and "FLOPs and output bytes unknown" in w.cost_note
     assert w.output_bytes is None and w.input_bytes == 8 * 64 * 4 and w.param_bytes == 64 * 64 * 4
     assert w.min_bytes == w.input_bytes + w.param_bytes and (w.read_bytes, w.write_bytes) == (w.min_bytes, 0)
     assert p.category == "gemm"  # the matmuls seen before the deadline decide

@@ -124,6 +124,13 @@ def test_every_bundled_problem_has_gpu_sized_secret_ranges(pid):
     assert total <= MAX_WORKLOAD_BYTES, (pid, total)
 
 
+@pytest.mark.parametrize("pid", sorted(REGISTRY.problems))
+def test_secret_dtypes_are_ones_the_bundled_kernels_were_run_in(pid):
+    """A secret workload may change the shape, not the dtype: only dtypes of the problem's public GPU workloads."""
+    p = REGISTRY.get(pid)
+    assert set(p.secret.dtypes) <= {w.dtype for w in p.workloads if w.is_gpu}
+
+
 def test_bundled_secret_ranges_keep_the_bundled_kernels_shape_rules():
     """Shapes the bundled TileLang kernels need: TMA rows of 16 bytes (multiples of 8 elements), GroupNorm's
     group within its 200 KB shared-memory budget, tall-skinny N <= 256, register-resident rows <= 8192 wide
