@@ -74,7 +74,7 @@ class ProblemIndex:
         """Up to ``n`` known ids like ``stem``, by spelling, ids with the same problem number ranked up."""
         same = {pid for (_lvl, num), pids in self.by_number.items() if num == number for pid in pids}
         pool = same | set(difflib.get_close_matches(stem, list(self.levels), n=n, cutoff=0.4))
-        score = lambda pid: difflib.SequenceMatcher(None, stem, pid).ratio() + (0.5 if pid in same else 0.0)  # noqa: E731
+        score = lambda pid: difflib.SequenceMatcher(None, stem, pid).ratio() + (0.5 if pid in same else 0.0)
         return sorted(pool, key=lambda pid: (-score(pid), pid))[:n]
 
 

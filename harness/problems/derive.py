@@ -109,7 +109,7 @@ class DerivedCost:
                 "cpu_seconds": self.cpu_seconds}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "DerivedCost":
+    def from_dict(cls, d: dict) -> DerivedCost:
         return cls(flops=d["flops"], input_bytes=int(d["input_bytes"]), output_bytes=d["output_bytes"],
                    param_bytes=d["param_bytes"], flops_by_family=dict(d.get("flops_by_family", {})),
                    op_counts=dict(d.get("op_counts", {})), output_like_input=d.get("output_like_input"),

@@ -140,8 +140,8 @@ class Workload:
         }
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Workload":
-        tup = lambda m: {k: tuple(v) if isinstance(v, list) else v for k, v in dict(m).items()}  # noqa: E731
+    def from_dict(cls, d: dict) -> Workload:
+        tup = lambda m: {k: tuple(v) if isinstance(v, list) else v for k, v in dict(m).items()}
         return cls(
             name=d["name"], params=tup(d["params"]), dtype=d["dtype"], tags=tuple(d["tags"]), atol=float(d["atol"]),
             rtol=float(d["rtol"]), allow_tf32=bool(d["allow_tf32"]), flops=int(d["flops"]), min_bytes=int(d["min_bytes"]),
@@ -285,7 +285,7 @@ _ALLOWED_NODES = (
 _ALLOWED_FUNCS = {"min": min, "max": max, "ceil": math.ceil, "sqrt": math.sqrt}
 
 
-def eval_expr(expr: str | int | float, names: dict[str, Any], *, path: Path, field_name: str) -> float:
+def eval_expr(expr: str | float, names: dict[str, Any], *, path: Path, field_name: str) -> float:
     """Evaluate an arithmetic metadata expression over size constants (no builtins, no attributes)."""
     if isinstance(expr, (int, float)):
         return float(expr)

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import ast
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 SizeValue = int | float | str | bool | tuple
 _NUMBER = (int, float)
@@ -40,7 +41,7 @@ class SizeOverrides:
     """``{problem id or file stem: {NAME: value}}``; a scoped value wins over a common one."""
 
     @classmethod
-    def coerce(cls, value: "SizeOverrides | dict[str, Any] | None") -> "SizeOverrides":
+    def coerce(cls, value: SizeOverrides | dict[str, Any] | None) -> SizeOverrides:
         """Accept the older plain ``{NAME: value}`` dict (all common) as well as a SizeOverrides."""
         if value is None:
             return cls()

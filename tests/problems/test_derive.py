@@ -143,7 +143,7 @@ def test_costs_are_cached_by_content_and_reused(tmp_path, monkeypatch):
     files = list(costcache.cache_dir().glob("*.json"))
     assert files and all(json.loads(f.read_text())["input_bytes"] > 0 for f in files)
 
-    import harness.problems.loader as loader
+    from harness.problems import loader
 
     def boom(*a, **k):
         raise AssertionError("derived again despite the cache")

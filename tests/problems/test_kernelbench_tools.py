@@ -19,7 +19,7 @@ TOOLS = ROOT / "tools" / "kernelbench"
 KB = ROOT / "tests" / "fixtures" / "kernelbench"
 sys.path.insert(0, str(TOOLS))
 
-import fetch_corpus  # noqa: E402
+import fetch_corpus  # noqa: E402 - from tools/kernelbench, put on the path above
 import independent_check  # noqa: E402
 
 

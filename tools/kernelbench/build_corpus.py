@@ -76,7 +76,7 @@ def resolve(ids: dict[str, dict], name: str, level: int | None) -> tuple[str, in
 
 
 def is_kernel(text: str, dsl: str) -> bool:
-    return bool(re.search(rf"^\s*(import|from)\s+{dsl}\b", text, re.M)) and "class ModelNew" in text
+    return bool(re.search(rf"^\s*(import|from)\s+{dsl}\b", text, re.MULTILINE)) and "class ModelNew" in text
 
 
 def entries_for(repo: str, mirror: Path, ids: dict[str, dict]) -> list[dict]:

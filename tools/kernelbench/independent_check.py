@@ -75,7 +75,8 @@ def pair_files(problem_dir: Path, kernel_dir: Path) -> tuple[list[tuple[Path, Pa
     """(problem, kernel) pairs by file name, and a note for every kernel file that pairs with no problem.
 
     A kernel named ``<id>.py`` or ``<id>__<variant>.py`` pairs with problem ``<id>`` (longest id first); a
-    KernelBench run file ``level_L_problem_N_sample_S_kernel.py`` with the problem numbered N of level L.
+    KernelBench run file ``level_L_problem_N_sample_S_kernel.py`` with the problem numbered N of level L
+    (of a ``levelL/`` folder; in a folder with another name, with the problem numbered N).
     """
     problems = _problem_files(problem_dir)
     by_level_number: dict[tuple[int | None, int], list[str]] = {}
@@ -91,7 +92,8 @@ def pair_files(problem_dir: Path, kernel_dir: Path) -> tuple[list[tuple[Path, Pa
         m = _RUN_FILE.match(stem)
         if pid is None and m:
             level, number = int(m.group(1)), int(m.group(2))
-            found = by_level_number.get((level, number), [])
+            # a folder not named levelL has problems of unknown level: those pair by number alone
+            found = by_level_number.get((level, number), []) or by_level_number.get((None, number), [])
             if not found:
                 unpaired.append(f"{kernel.name}: no level-{level} problem {number} under {problem_dir}")
                 continue

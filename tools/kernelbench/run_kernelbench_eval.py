@@ -29,7 +29,7 @@ import types
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from independent_check import pair_files  # noqa: E402  (same folder, no harness import)
+from independent_check import pair_files  # noqa: E402 - same folder (no harness import)
 
 _STAND_INS = {"openai": ("OpenAI",), "litellm": ("completion",), "dotenv": ("load_dotenv",)}
 
