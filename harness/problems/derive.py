@@ -8,7 +8,9 @@ anyway). Every aten op the forward dispatches is recorded by family, which is
 what :mod:`harness.problems.categories` classifies a plain file by.
 
 Why a time budget: some models decompose into tens of thousands of small ops
-on meta tensors (a 6-layer LSTM over 512 steps: seconds to minutes). The FLOP
+on meta tensors (a 6-layer LSTM over 512 steps: seconds to minutes; torch's
+own recurrent layers are therefore costed by arithmetic, see
+:mod:`harness.problems.recurrent`, but other models can be as slow). The FLOP
 counter's per-op hook checks the clock after every op and abandons the
 forward past ``budget_s``; the FLOPs are then *unknown* (never a guess) and
 the bytes fall back to the inputs and parameters, with a note saying so. The
@@ -32,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: Bump when the derivation changes what it returns, so cached entries are recomputed.
-DERIVE_VERSION = 3
+DERIVE_VERSION = 4
 #: Tensors up to this many elements stay real while building a model on the CPU fallback path.
 SMALL_TENSOR_NUMEL = 1 << 16
 
@@ -166,6 +168,13 @@ def _counter(budget_s: float | None):
                 raise DerivationTimeout(f"the forward on meta tensors ran past its {budget_s:g} s CPU budget")
             return super()._count_flops(func_packet, out, args, kwargs)
 
+        def add_recurrent(self, flops: int) -> None:
+            """FLOPs of a recurrent layer computed without running it (:mod:`harness.problems.recurrent`)."""
+            import torch
+
+            self.flop_counts["Global"][torch.ops.aten.mm] += flops
+            self.op_counts["recurrent"] = self.op_counts.get("recurrent", 0) + 1
+
     return _Counter()
 
 
@@ -219,22 +228,29 @@ def _short(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def derive(module: types.ModuleType, dtype: str, *, budget_s: float | None = None) -> DerivedCost:
+def derive(module: types.ModuleType, dtype: str, *, budget_s: float | None = None,
+           fast_recurrent: bool = True) -> DerivedCost:
     """Build ``module.Model`` and run one forward on meta tensors at ``dtype`` (a torch dtype name).
 
     ``budget_s`` caps the forward's CPU time in seconds (None: no cap). Raises only when
     ``get_inputs()`` itself cannot run on meta tensors (then nothing about the
     workload's size is known); every other failure returns a partial
     :class:`DerivedCost` whose ``note`` names what is unknown and why.
+    ``fast_recurrent``: stock LSTM/GRU/RNN layers are costed by arithmetic
+    instead of being run (:mod:`harness.problems.recurrent`; same FLOPs).
     """
     import warnings
 
     with warnings.catch_warnings():  # the problem file's own warnings (nested-tensor hints, ...) would swamp a listing
         warnings.simplefilter("ignore")
-        return _derive(module, dtype, budget_s)
+        return _derive(module, dtype, budget_s, fast_recurrent)
 
 
-def _derive(module: types.ModuleType, dtype: str, budget_s: float | None) -> DerivedCost:
+def _derive(module: types.ModuleType, dtype: str, budget_s: float | None, fast: bool) -> DerivedCost:
+    import contextlib
+
+    from harness.problems.recurrent import fast_recurrent
+
     import torch
 
     t0, c0 = time.monotonic(), time.thread_time()
@@ -256,7 +272,7 @@ def _derive(module: types.ModuleType, dtype: str, budget_s: float | None) -> Der
     failure = ""
     timed_out = False
     try:
-        with counter, torch.no_grad():
+        with counter, torch.no_grad(), (fast_recurrent(model, counter) if fast else contextlib.nullcontext()):
             out = model(*inputs)
     except DerivationTimeout as exc:
         timed_out, failure = True, str(exc)

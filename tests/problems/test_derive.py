@@ -168,3 +168,45 @@ def test_cache_off(monkeypatch):
     monkeypatch.setenv("KERNELGATE_CACHE", "off")
     assert costcache.cache_dir() is None
     assert costcache.lookup("k", budget_s=None) is None
+
+
+RECURRENT = """
+    import torch
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = torch.nn.{layer}
+            self.fc = torch.nn.Linear(OUT, 4)
+
+        def forward(self, x):
+            out, state = self.rnn(x)  # the state (h_n, or (h_n, c_n)) is returned too: its shapes count
+            return (self.fc(out[:, -1, :]) if out.dim() == 3 else self.fc(out[-1])), state
+
+    OUT = {out}
+
+    def get_inputs():
+        return [torch.randn({shape})]
+
+    def get_init_inputs():
+        return []
+"""
+
+
+@pytest.mark.parametrize("layer,out,shape", [
+    ("LSTM(16, 32, num_layers=3, batch_first=True)", 32, "5, 7, 16"),
+    ("LSTM(16, 32, num_layers=2, batch_first=True, bidirectional=True)", 64, "5, 7, 16"),
+    ("LSTM(16, 32, num_layers=2, proj_size=8)", 8, "7, 5, 16"),
+    ("GRU(16, 32, num_layers=2, bidirectional=True)", 64, "7, 5, 16"),
+    ("RNN(16, 32, num_layers=2, nonlinearity='relu', batch_first=True)", 32, "5, 7, 16"),
+    ("GRU(16, 32)", 32, "7, 16"),
+])
+def test_recurrent_arithmetic_matches_the_decomposed_forward(tmp_path, layer, out, shape):
+    """The arithmetic LSTM/GRU/RNN cost equals FlopCounterMode's count of the real decomposition, shapes included."""
+    path = write(tmp_path, "rnn.py", RECURRENT.format(layer=layer, out=out, shape=shape))
+    module = load_module(path)
+    fast, slow = derive(module, "float32"), derive(module, "float32", fast_recurrent=False)
+    assert fast.flops == slow.flops > 0
+    assert (fast.input_bytes, fast.output_bytes, fast.param_bytes) == (slow.input_bytes, slow.output_bytes,
+                                                                        slow.param_bytes)
+    assert fast.op_counts["recurrent"] == 1 and fast.note == ""
