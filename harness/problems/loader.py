@@ -397,11 +397,17 @@ def _build_workload(ctx: _Context, *, name: str, set_: dict[str, Any], dtype: st
     tol = {**DEFAULT_TOLERANCE[tol_key], **ctx.prob_tol.get(dtype, {}), **(tolerance or {})}
     names = {k: v for k, v in sizes.items() if isinstance(v, (int, float))}
     names["ELEM"] = ELEM_BYTES[dtype]
-    cost = derived_cost(wmod, path=path, source_sha256=ctx.source_sha256, sizes=params, dtype=dtype,
-                        budget_s=ctx.budget_s)
-    ctx.costs.append(cost)
     declared = "flops" in meta and ("bytes" in meta or {"read_bytes", "write_bytes"} <= meta.keys())
-    note = cost.note
+    try:
+        cost: DerivedCost | None = derived_cost(wmod, path=path, source_sha256=ctx.source_sha256, sizes=params,
+                                                dtype=dtype, budget_s=ctx.budget_s)
+    except ProblemError:
+        if not declared:
+            raise
+        cost = None  # declared FLOPs/bytes need no meta run; only the tensor sizes stay unknown
+    if cost is not None:
+        ctx.costs.append(cost)
+    note = ""
     if declared:
         flops = eval_expr(meta["flops"], names, path=path, field_name="flops")
         flops_known = True
@@ -415,9 +421,15 @@ def _build_workload(ctx: _Context, *, name: str, set_: dict[str, Any], dtype: st
                          f"but bytes = {int(total)} for workload '{name}'; they must add up (or drop 'bytes')")
         else:
             nbytes = eval_expr(meta["bytes"], names, path=path, field_name="bytes")
-            read, write = split_bytes(int(nbytes), cost)
-        note = ""  # the declared cost is complete; the meta run only sized the tensors
+            if cost is None:
+                read, write = int(nbytes), 0
+                note = ("get_inputs() cannot run on meta tensors: input/output/parameter bytes unknown, and "
+                        "the read/write split with them (declare read_bytes and write_bytes)")
+            else:
+                read, write = split_bytes(int(nbytes), cost)
     else:
+        assert cost is not None  # derived_cost raised otherwise
+        note = cost.note
         flops_known = cost.flops is not None
         flops = float(cost.flops or 0)
         nbytes = float(cost.min_bytes)
@@ -428,7 +440,8 @@ def _build_workload(ctx: _Context, *, name: str, set_: dict[str, Any], dtype: st
     return Workload(
         name=name, params=sizes, dtype=dtype, tags=tags, atol=float(tol["atol"]), rtol=float(tol["rtol"]),
         allow_tf32=allow, flops=int(flops), min_bytes=int(nbytes), reduction_length=red_len,
-        input_bytes=cost.input_bytes, output_bytes=cost.output_bytes, param_bytes=cost.param_bytes, read_bytes=int(read), write_bytes=int(write), secret=secret,
+        input_bytes=cost.input_bytes if cost else None, output_bytes=cost.output_bytes if cost else None,
+        param_bytes=cost.param_bytes if cost else None, read_bytes=int(read), write_bytes=int(write), secret=secret,
         flops_known=flops_known, cost_note=note, overrides=params,
     )
 

@@ -115,3 +115,20 @@ def test_to_dict_round_trip_and_json():
         for w, wd in zip(prob.workloads, d["workloads"]):
             assert Workload.from_dict(json.loads(json.dumps(wd))) == w
     assert d["level"] in (1, 2) and d["kernelbench"] is True and d["default_mode"] == "train"
+
+
+def test_declared_cost_loads_even_when_get_inputs_fails_on_meta(tmp_path):
+    path = tmp_path / "odd.py"
+    path.write_text(textwrap.dedent("""
+        import torch
+        N = 64
+        class Model(torch.nn.Module):
+            def forward(self, x):
+                return x * 2
+        def get_inputs(): return [torch.randn(int(torch.ones(1).item()) * N)]
+        def get_init_inputs(): return []
+        KERNELGATE = {'category': 'elementwise', 'flops': 'N', 'bytes': '2 * N * ELEM'}
+    """))
+    (w,) = load_problem(path).workloads
+    assert (w.flops, w.min_bytes, w.input_bytes, w.read_bytes) == (64, 512, None, 512)
+    assert "cannot run on meta tensors" in w.cost_note
