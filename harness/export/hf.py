@@ -249,9 +249,13 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 
 
 def sanitize(name: str) -> str:
-    """A file stem that is also a valid problem id: letters, digits, '_' and '-' only."""
-    s = _UNSAFE.sub("_", name).strip("_")
-    return s or "problem"
+    """A file stem that is also a valid problem id: each run of characters other than letters, digits, '_'
+    and '-' becomes one '_' and leading '_' go (a stem starting with '_' is skipped as private); everything
+    else is kept (KernelBench ids end in '_' and contain '__', and those are part of the id)."""
+    return _UNSAFE.sub("_", name).lstrip("_") or "problem"
+
+
+_LEVEL_DIR = re.compile(r"^level[_-]?\d+$", re.IGNORECASE)
 
 
 def _stem(row: dict) -> str:
@@ -266,11 +270,14 @@ def _stem(row: dict) -> str:
 def import_kernelbench(path: str | os.PathLike, out_dir: str | os.PathLike, *, level: int | None = None) -> list[Path]:
     """Write one problem file per row of a local KernelBench-layout dataset; return the paths written.
 
-    File names are ``<problem_id>_<name>.py`` (sanitized; a ``name`` that
-    already starts with ``<problem_id>_``, as KernelBench's do, is not
-    prefixed twice). Rows of several levels go to ``out_dir/level<L>/`` so the
-    ids of different levels never collide (KernelBench's own layout); a
-    single level is written directly into ``out_dir``. ``level`` keeps only
+    File names are ``<problem_id>_<name>.py`` (a ``name`` that already
+    starts with ``<problem_id>_``, as KernelBench's do, is not prefixed twice),
+    kept exactly as KernelBench spells them (trailing ``_`` and ``__``
+    included); only characters a file stem cannot hold become ``_``. Rows of
+    several levels go to ``out_dir/level<L>/`` so the ids of different levels
+    never collide (KernelBench's own layout); a single level is written
+    directly into ``out_dir`` with a ``kernelbench.json`` sidecar recording
+    the level (:mod:`harness.problems.kernelbench`). ``level`` keeps only
     that level. A KernelGate ``problems.parquet`` export (columns ``id`` and
     ``code``) is accepted too, written as ``<id>.py``. Raises ValueError when
     a required column is missing or two rows map to the same file.
@@ -310,6 +317,11 @@ def import_kernelbench(path: str | os.PathLike, out_dir: str | os.PathLike, *, l
             raise ValueError(f"{src}: row {i} ({target.name}) has no code")
         atomic_write_text(target, code)
         written.append(target)
+    if len(levels) == 1 and not _LEVEL_DIR.match(out.name):
+        # a flat single-level folder: record the level, so run files (level_L_problem_N_...) map by it
+        from harness.problems.kernelbench import LEVEL_SIDECAR
+
+        atomic_write_text(out / LEVEL_SIDECAR, dumps({"level": levels[0]}, indent=True) + "\n")
     return written
 
 

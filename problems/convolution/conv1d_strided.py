@@ -32,6 +32,10 @@ KERNELGATE = {
     "flops": "2 * N * K * C * 5 * ((L - 1) // 2 + 1)",
     "bytes": "(N * C * L + K * C * 5 + K + N * K * ((L - 1) // 2 + 1)) * ELEM",
     "reduction_length": "C * 5",
+    "secret": {
+        "count": 2, "dtypes": ["float16", "bfloat16"], "tags": ["gpu"],
+        "ranges": {"N": [32, 48, 8], "C": [256, 512, 64], "K": [256, 512, 64], "L": [12000, 20000, 16]},
+    },
     "workloads": [
         {"name": "smoke", "set": {"N": 1, "C": 8, "K": 8, "L": 33}, "dtype": "float32", "tags": ["smoke"]},
         {"name": "fp16-32x256x16000-k256", "set": {"N": 32, "C": 256, "K": 256, "L": 16000},

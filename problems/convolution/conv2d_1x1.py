@@ -33,6 +33,10 @@ KERNELGATE = {
     "flops": "2 * N * K * C * H * W",
     "bytes": "(N * C * H * W + K * C + K + N * K * H * W) * ELEM",
     "reduction_length": "C",
+    "secret": {
+        "count": 2, "dtypes": ["float16", "bfloat16"], "tags": ["gpu"],
+        "ranges": {"N": [96, 160, 16], "C": [192, 384, 64], "K": [192, 384, 64], "H": [56, 80, 8], "W": [56, 80, 8]},
+    },
     "workloads": [
         {"name": "smoke", "set": {"N": 1, "C": 8, "K": 8, "H": 8, "W": 8}, "dtype": "float32", "tags": ["smoke"]},
         {"name": "fp16-128x256x56x56-k256", "set": {"N": 128, "C": 256, "K": 256, "H": 56, "W": 56},

@@ -33,6 +33,11 @@ KERNELGATE = {
     "flops": "2 * N * K * C * 9 * H * W",
     "bytes": "(N * C * H * W + K * C * 9 + K + N * K * H * W) * ELEM",
     "reduction_length": "C * 9",
+    "secret": {
+        "count": 2, "dtypes": ["float16", "bfloat16"], "tags": ["gpu"],
+        "ranges": {"N": [64, 128, 16], "C": [128, 256, 64], "K": [128, 256, 64],
+                   "H": [80, 112, 8], "W": [80, 112, 8]},
+    },
     "workloads": [
         {"name": "smoke", "set": {"N": 1, "C": 8, "K": 8, "H": 8, "W": 8}, "dtype": "float32", "tags": ["smoke"]},
         {"name": "fp16-64x128x112x112-k128", "set": {"N": 64, "C": 128, "K": 128, "H": 112, "W": 112},

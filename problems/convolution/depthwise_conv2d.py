@@ -32,6 +32,8 @@ KERNELGATE = {
     "flops": "2 * N * C * 9 * H * W",
     "bytes": "(2 * N * C * H * W + 9 * C + C) * ELEM",
     "reduction_length": "9",
+    "secret": {"count": 2, "ranges": {"N": [48, 64, 8], "C": [256, 512, 64], "H": [64, 128, 8], "W": [64, 128, 8]},
+               "dtypes": ["float16", "bfloat16"], "tags": ["gpu"]},
     "workloads": [
         {"name": "smoke", "set": {"N": 1, "C": 8, "H": 8, "W": 8}, "dtype": "float32", "tags": ["smoke"]},
         {"name": "fp16-32x256x112x112", "set": {"N": 32, "C": 256, "H": 112, "W": 112},

@@ -25,6 +25,8 @@ KERNELGATE = {
     "library_aten": ["aten.relu", "aten.add"],
     "flops": "2 * ROWS * COLS",
     "bytes": "3 * ROWS * COLS * ELEM",
+    "secret": {"count": 2, "ranges": {"ROWS": [8192, 32768, 256], "COLS": [4096, 12288, 64]},
+               "dtypes": ["float16"], "tags": ["gpu"]},
     "workloads": [
         {"name": "smoke", "set": {"ROWS": 16, "COLS": 256}, "dtype": "float32", "tags": ["smoke"]},
         {"name": "fp16-16384x8192", "set": {"ROWS": 16384, "COLS": 8192}, "dtype": "float16", "tags": ["gpu"]},

@@ -26,6 +26,8 @@ KERNELGATE = {
     "library_aten": ["aten.gelu", "aten.erf"],
     "flops": "8 * ROWS * COLS",
     "bytes": "2 * ROWS * COLS * ELEM",
+    "secret": {"count": 2, "ranges": {"ROWS": [12288, 32768, 256], "COLS": [4096, 16384, 64]},
+               "dtypes": ["float16"], "tags": ["gpu"]},
     "workloads": [
         {"name": "smoke", "set": {"ROWS": 16, "COLS": 256}, "dtype": "float32", "tags": ["smoke"]},
         {"name": "fp16-16384x8192", "set": {"ROWS": 16384, "COLS": 8192}, "dtype": "float16", "tags": ["gpu"]},

@@ -26,6 +26,8 @@ KERNELGATE = {
     "library_aten": ["aten.silu", "aten.sigmoid", "aten.mul"],
     "flops": "5 * ROWS * COLS",
     "bytes": "3 * ROWS * COLS * ELEM",
+    "secret": {"count": 2, "ranges": {"ROWS": [8192, 32768, 256], "COLS": [4096, 12288, 64]},
+               "dtypes": ["float16", "bfloat16"], "tags": ["gpu"]},
     "workloads": [
         {"name": "smoke", "set": {"ROWS": 16, "COLS": 256}, "dtype": "float32", "tags": ["smoke"]},
         {"name": "fp16-8192x11008", "set": {"ROWS": 8192, "COLS": 11008}, "dtype": "float16", "tags": ["gpu"]},

@@ -28,6 +28,10 @@ KERNELGATE = {
     "flops": "2 * BATCH * M * N * K",
     "bytes": "BATCH * (M * K + K * N + M * N) * ELEM",
     "reduction_length": "K",
+    "secret": {
+        "count": 2, "dtypes": ["float16", "bfloat16"], "tags": ["gpu"],
+        "ranges": {"BATCH": [32, 64, 8], "M": [1024, 2048, 128], "N": [1024, 2048, 128], "K": [1024, 2048, 128]},
+    },
     "workloads": [
         {"name": "smoke", "set": {"BATCH": 2, "M": 64, "N": 64, "K": 64}, "dtype": "float32", "tags": ["smoke"]},
         {"name": "fp16-16x2048x2048x2048", "set": {"BATCH": 16, "M": 2048, "N": 2048, "K": 2048},

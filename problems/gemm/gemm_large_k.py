@@ -29,6 +29,8 @@ KERNELGATE = {
     "flops": "2 * M * N * K",
     "bytes": "(M * K + K * N + M * N) * ELEM",
     "reduction_length": "K",
+    "secret": {"count": 2, "ranges": {"M": [1024, 1536, 128], "N": [1024, 1536, 128], "K": [49152, 98304, 2048]},
+               "dtypes": ["float16", "bfloat16"], "tags": ["gpu"]},
     "workloads": [
         {"name": "smoke", "set": {"M": 32, "N": 32, "K": 1024}, "dtype": "float32", "tags": ["smoke"]},
         {"name": "fp16-1024x1024x65536", "set": {"M": 1024, "N": 1024, "K": 65536},

@@ -27,6 +27,8 @@ KERNELGATE = {
     "flops": "2 * M * N * K",
     "bytes": "(M * K + K * N + M * N) * ELEM",
     "reduction_length": "K",
+    "secret": {"count": 2, "ranges": {"M": [5632, 8192, 256], "N": [5632, 8192, 256], "K": [5632, 8192, 256]},
+               "dtypes": ["float16"], "tags": ["gpu"]},
     "workloads": [
         {"name": "smoke", "set": {"M": 64, "N": 64, "K": 64}, "dtype": "float32", "tags": ["smoke"]},
         {"name": "fp16-8192x8192x8192", "set": {"M": 8192, "N": 8192, "K": 8192},

@@ -27,6 +27,8 @@ KERNELGATE = {
     "flops": "2 * M * N * K",
     "bytes": "(M * K + K * N + M * N) * ELEM",
     "reduction_length": "K",
+    "secret": {"count": 2, "ranges": {"M": [24576, 65536, 1024], "N": [128, 256, 8], "K": [4096, 8192, 64]},
+               "dtypes": ["float16", "bfloat16"], "tags": ["gpu"]},
     "workloads": [
         {"name": "smoke", "set": {"M": 128, "N": 24, "K": 64}, "dtype": "float32", "tags": ["smoke"]},
         {"name": "fp16-32768x192x4096", "set": {"M": 32768, "N": 192, "K": 4096},

@@ -37,6 +37,8 @@ KERNELGATE = {
                      "aten._native_batch_norm_legit", "aten.cudnn_batch_norm"],
     "flops": "4 * N * C * H * W",
     "bytes": "(2 * N * C * H * W + 4 * C) * ELEM",
+    "secret": {"count": 2, "ranges": {"N": [96, 160, 16], "C": [256, 384, 32], "H": [56, 112, 8], "W": [56, 112, 8]},
+               "dtypes": ["float16", "bfloat16"], "tags": ["gpu"]},
     "workloads": [
         {"name": "smoke", "set": {"N": 2, "C": 8, "H": 8, "W": 8}, "dtype": "float32", "tags": ["smoke"]},
         {"name": "fp16-32x256x112x112", "set": {"N": 32, "C": 256, "H": 112, "W": 112},

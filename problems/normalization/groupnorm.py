@@ -36,6 +36,8 @@ KERNELGATE = {
     "flops": "8 * N * C * H * W",
     "bytes": "(2 * N * C * H * W + 2 * C) * ELEM",
     "reduction_length": "C // G * H * W",
+    "secret": {"count": 2, "ranges": {"N": [192, 256, 16], "C": [256, 640, 64], "H": [32, 64, 8], "W": [32, 64, 8]},
+               "dtypes": ["float16", "bfloat16"], "tags": ["gpu"]},
     "workloads": [
         {"name": "smoke", "set": {"N": 2, "C": 8, "H": 8, "W": 8, "G": 4}, "dtype": "float32", "tags": ["smoke"]},
         {"name": "fp16-32x320x96x96-g32", "set": {"N": 32, "C": 320, "H": 96, "W": 96, "G": 32},

@@ -31,6 +31,8 @@ KERNELGATE = {
     "flops": "4 * ROWS * COLS",
     "bytes": "(2 * ROWS * COLS + COLS) * ELEM",
     "reduction_length": "COLS",
+    "secret": {"count": 2, "ranges": {"ROWS": [32768, 65536, 1024], "COLS": [2048, 8192, 64]},
+               "dtypes": ["float16"], "tags": ["gpu"]},
     "workloads": [
         {"name": "smoke", "set": {"ROWS": 16, "COLS": 256}, "dtype": "float32", "tags": ["smoke"]},
         {"name": "fp16-32768x4096", "set": {"ROWS": 32768, "COLS": 4096}, "dtype": "float16", "tags": ["gpu"]},

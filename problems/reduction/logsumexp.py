@@ -26,6 +26,8 @@ KERNELGATE = {
     "flops": "4 * ROWS * COLS",
     "bytes": "(ROWS * COLS + ROWS) * ELEM",
     "reduction_length": "COLS",
+    "secret": {"count": 2, "ranges": {"ROWS": [16384, 32768, 512], "COLS": [6144, 32768, 64]},
+               "dtypes": ["float16", "bfloat16"], "tags": ["gpu"]},
     "workloads": [
         {"name": "smoke", "set": {"ROWS": 16, "COLS": 256}, "dtype": "float32", "tags": ["smoke"]},
         {"name": "fp16-32768x8192", "set": {"ROWS": 32768, "COLS": 8192}, "dtype": "float16", "tags": ["gpu"]},

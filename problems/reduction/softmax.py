@@ -26,6 +26,8 @@ KERNELGATE = {
     "flops": "5 * ROWS * COLS",
     "bytes": "2 * ROWS * COLS * ELEM",
     "reduction_length": "COLS",
+    "secret": {"count": 2, "ranges": {"ROWS": [16384, 32768, 512], "COLS": [3072, 16384, 64]},
+               "dtypes": ["float16", "bfloat16"], "tags": ["gpu"]},
     "workloads": [
         {"name": "smoke", "set": {"ROWS": 16, "COLS": 256}, "dtype": "float32", "tags": ["smoke"]},
         {"name": "fp16-32768x4096", "set": {"ROWS": 32768, "COLS": 4096}, "dtype": "float16", "tags": ["gpu"]},

@@ -122,12 +122,12 @@ def test_import_kernelbench_layouts(tmp_path, fmt):
     out = tmp_path / "out"
     written = import_kernelbench(src, out)
     rel = sorted(str(p.relative_to(out)) for p in written)
-    assert rel == ["level1/19_ReLU.py", "level1/1_Square_matrix_multiplication.py", "level2/19_ReLU.py"]
+    assert rel == ["level1/19_ReLU.py", "level1/1_Square_matrix_multiplication_.py", "level2/19_ReLU.py"]
     assert (out / "level1" / "19_ReLU.py").read_text() == KB_RELU  # code written unchanged
 
     reg = load_registry(out / "level1")
-    assert not reg.errors and set(reg.problems) == {"19_ReLU", "1_Square_matrix_multiplication"}
-    mm = reg.get("1_Square_matrix_multiplication")
+    assert not reg.errors and set(reg.problems) == {"19_ReLU", "1_Square_matrix_multiplication_"}
+    mm = reg.get("1_Square_matrix_multiplication_")
     assert mm.derived and mm.category == "gemm" and mm.workloads[0].flops == 2 * 16 * 64 * 16
 
 
@@ -136,6 +136,7 @@ def test_import_one_level_is_flat_and_level_filter(tmp_path):
     datasets.Dataset.from_list(_kb_rows()).to_parquet(str(src))
     written = import_kernelbench(src, tmp_path / "l2", level=2)
     assert [p.relative_to(tmp_path / "l2").as_posix() for p in written] == ["19_ReLU.py"]
+    assert load_registry(tmp_path / "l2").get("19_ReLU").level == 2  # the sidecar, not the id's level-1 namesake
     with pytest.raises(ValueError, match="no row has level 3"):
         import_kernelbench(src, tmp_path / "l3", level=3)
 
@@ -157,7 +158,8 @@ def test_import_errors(tmp_path):
 
 
 def test_sanitize():
-    assert sanitize("1_Square matrix multiplication_") == "1_Square_matrix_multiplication"
+    assert sanitize("1_Square matrix multiplication_") == "1_Square_matrix_multiplication_"
+    assert sanitize("50_conv_standard_2D__square_input__square_kernel") == "50_conv_standard_2D__square_input__square_kernel"
     assert sanitize("../../etc/passwd") == "etc_passwd"
     assert sanitize("///") == "problem"
 

@@ -39,7 +39,7 @@ def test_set_unknown_constant_names_the_constants():
 
 def test_registry_on_a_kernelbench_folder_and_did_you_mean():
     reg = load_registry(KB)
-    assert len(reg) == 2 and not reg.errors
+    assert len(reg) == 8 and not reg.errors  # the two at the top and six under levels/level1, level2
     with pytest.raises(UnknownProblem, match="did you mean '19_ReLU'"):
         reg.get("19_Relu")
 
@@ -91,7 +91,9 @@ def test_duplicate_ids_are_refused(tmp_path):
 
 
 def test_parse_set_options():
-    assert parse_set_options(["N=256", "EPS=1e-5", "MODE=fast"]) == {"N": 256, "EPS": 1e-5, "MODE": "fast"}
+    ov = parse_set_options(["N=256", "EPS=1e-5", "MODE=fast", "K=(3, 5)", "19_ReLU:dim=64"])
+    assert ov.common == {"N": 256, "EPS": 1e-5, "MODE": "fast", "K": (3, 5)}
+    assert ov.scoped == {"19_ReLU": {"dim": 64}}
     with pytest.raises(ValueError, match="NAME=VALUE"):
         parse_set_options(["N"])
 

@@ -19,7 +19,7 @@ PROBLEM_FILES = sorted(p for p in (ROOT / "problems").glob("*/*.py") if not p.na
 
 CATEGORIES = {"normalization", "reduction", "convolution", "gemm", "elementwise"}
 REQUIRED_KEYS = {"category", "library_op", "library_aten", "flops", "bytes", "workloads"}
-OPTIONAL_KEYS = {"reduction_length", "id", "tolerance", "allow_tf32", "input_transform", "in_place", "tags"}
+OPTIONAL_KEYS = {"reduction_length", "id", "tolerance", "allow_tf32", "input_transform", "in_place", "tags", "secret"}
 WORKLOAD_KEYS = {"name", "set", "dtype", "tags", "tolerance", "allow_tf32"}
 ELEM = {"float32": 4, "float16": 2, "bfloat16": 2}
 MIN_GPU_BYTES = 180e6
