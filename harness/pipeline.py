@@ -59,6 +59,10 @@ class EvalRequest:
     this machine, else a new private one), ``auto`` (an existing cluster only) or HOST:PORT."""
     extra_workloads: dict = field(default_factory=dict)
     """Problem id -> extra (secret) workloads to evaluate beside the selected public ones."""
+    secret_count: int = 0
+    """Secret workloads per problem drawn from its ``secret`` ranges with the run's secret base seed."""
+    recursive: bool = False
+    """Also take candidate files in subfolders of a submission folder."""
 
 
 @dataclass
@@ -124,10 +128,14 @@ def screen_for(ceilings: dict | None, thresholds: Any) -> Callable[[Problem], Ca
 
 
 def _source_of(cand: Candidate) -> tuple[bytes | None, str | None]:
-    """The bytes that will run (read once), or an error naming the file and what is wrong."""
-    src = getattr(cand, "source", None)
-    if isinstance(src, str):
-        return src.encode(), None
+    """The bytes that will run (read once, at discovery), or an error naming the file and what is wrong."""
+    if cand.source_error:
+        return None, cand.source_error
+    if cand.source:
+        data = cand.source.encode("utf-8")
+        if hashlib.sha256(data).hexdigest() != cand.sha256:
+            return None, f"{cand.path}: the code to run does not match its recorded hash; rerun"
+        return data, None
     try:
         data = cand.path.read_bytes()
     except OSError as exc:
@@ -146,38 +154,47 @@ def plan(req: EvalRequest, run_id: str, emit: Callable[[JobResult], None], done:
     """The tasks to run; records decided without running (unknown problem, static scan) go to ``emit``."""
     opts = req.options
     tasks: list[Task] = []
+    from harness.problems.secret import secret_workloads
+
+    levels = req.registry.levels() if hasattr(req.registry, "levels") else None
     for folder in req.submissions:
-        _, cands = discover(folder, kernelbench_map=req.kernelbench_map, problem_ids=list(req.registry.problems))
+        _, cands = discover(folder, kernelbench_map=req.kernelbench_map, problem_ids=list(req.registry.problems),
+                            levels=levels, recursive=req.recursive)
         for cand in cands:
             if req.only_problems and cand.problem_id not in req.only_problems:
                 continue
             if not in_shard(cand, req.shard):
                 continue
-            if cand.problem_id not in req.registry:
-                try:
-                    req.registry.get(cand.problem_id)
-                except KeyError as exc:
-                    rec = static_record(cand, None, None, Status.INVALID_CANDIDATE, ErrorInfo("UnknownProblem", str(exc)),
-                                        req.env, run_id, base_seed=opts.base_seed)
-                    if rec.job_id not in done:
-                        emit(rec)
+            if cand.mapping_error or cand.problem_id not in req.registry:
+                message = cand.mapping_error
+                if message is None:
+                    try:
+                        req.registry.get(cand.problem_id)
+                    except KeyError as exc:
+                        message = str(exc)
+                rec = static_record(cand, None, None, Status.INVALID_CANDIDATE, ErrorInfo("UnknownProblem", message),
+                                    req.env, run_id, base_seed=opts.base_seed)
+                if rec.job_id not in done:
+                    emit(rec)
                 continue
             prob = req.registry.get(cand.problem_id)
             mode = opts.mode or getattr(prob, "default_mode", "eval")
             wls = prob.select(req.workload_tags or None, req.workload_names or None)
             wls = list(wls) + list(req.extra_workloads.get(prob.id, ()))
+            if req.secret_count:
+                wls += secret_workloads(prob, opts.base_seed, req.secret_count)
             wls = [w for w in wls if job_id(cand, prob, w, req.env, mode=mode, baseline=opts.baseline) not in done]
             if not wls:
                 skipped.append(cand.rel_path)
                 continue
             data, problem = _source_of(cand)
             if data is None:
+                code = Status.COMPILE_ERROR if problem.startswith(("not valid Python", "a Markdown reply")) \
+                    else Status.INVALID_CANDIDATE
                 for w in wls:
-                    emit(static_record(cand, prob, w, Status.INVALID_CANDIDATE, ErrorInfo("UnreadableCandidate", problem),
+                    emit(static_record(cand, prob, w, code, ErrorInfo("UnreadableCandidate", problem),
                                        req.env, run_id, mode=mode, baseline=opts.baseline, base_seed=opts.base_seed))
                 continue
-            if getattr(cand, "source", None) is not None:
-                cand = dataclasses.replace(cand, sha256=hashlib.sha256(data).hexdigest())
             err, status, diags = scan(cand, data.decode("utf-8"))
             if err is not None:
                 evidence = {"mechanism": "static_scan", "rules": sorted({d["rule"] for d in diags
@@ -187,7 +204,7 @@ def plan(req: EvalRequest, run_id: str, emit: Callable[[JobResult], None], done:
                                        baseline=opts.baseline, base_seed=opts.base_seed, evidence=evidence))
                 continue
             tasks.append(Task(candidate=cand, problem=prob, workloads=tuple(wls), diagnostics=diags, source=data,
-                              mode=mode))
+                              mode=mode, notes=(cand.extraction,) if cand.extraction else ()))
     # Longest first, then problem order: candidates whose compile is slow (TileLang's nvcc, Triton
     # autotuning) start first so they do not end the run alone; within a class the candidates of one
     # problem follow each other (the checker caches a problem's reference outputs).

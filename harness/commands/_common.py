@@ -12,8 +12,12 @@ from harness.problems.registry import BUNDLED_PROBLEMS
 def add_problem_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--problems", metavar="PATH", default=None,
                    help="a problem file or a folder of them, e.g. KernelBench's level1/ (default: the bundled suite)")
-    p.add_argument("--set", metavar="NAME=VALUE", action="append", dest="set_overrides", default=[],
-                   help="override a size constant of the problem files for this run, e.g. --set N=256 (repeatable)")
+    p.add_argument("--set", metavar="[PROBLEM:]NAME=VALUE", action="append", dest="set_overrides", default=[],
+                   help="override a size constant for this run, in every problem that has it (--set N=256) or in "
+                        "one problem (--set 19_ReLU:dim=4096); derived constants follow; repeatable")
+    p.add_argument("--precision", choices=("float32", "float16", "bfloat16"), default="float32",
+                   help="dtype of the default workload of plain KernelBench files (their evaluator's fp32/fp16/bf16; "
+                        "annotated problems declare their own workloads)")
 
 
 def load_registry_from_args(args: argparse.Namespace, *, quiet: bool = False):
@@ -24,12 +28,15 @@ def load_registry_from_args(args: argparse.Namespace, *, quiet: bool = False):
     except ValueError as exc:
         raise SystemExit(f"kernelgate: error: {exc}")
     try:
-        reg = load_registry(args.problems or BUNDLED_PROBLEMS, overrides=overrides)
+        reg = load_registry(args.problems or BUNDLED_PROBLEMS, overrides=overrides,
+                            precision=getattr(args, "precision", "float32"))
     except FileNotFoundError as exc:
         raise SystemExit(f"kernelgate: error: {exc}")
-    if reg.errors and not quiet:
+    if not quiet:
         for err in reg.errors:
             print(f"warning: problem not loaded: {err}", file=sys.stderr)
+        for note in getattr(reg, "warnings", ()):
+            print(f"warning: {note}", file=sys.stderr)
     return reg
 
 

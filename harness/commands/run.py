@@ -25,7 +25,7 @@ what happens to each candidate:
 examples:
   kernelgate run submissions/* --out runs/h200 --leaderboard leaderboards/h200.json --report runs/h200/report --yes-execute
   kernelgate run submissions/triton-reference submissions/defects --out runs/h200 --yes-execute
-  kernelgate run my_llm_samples/ --problems ~/KernelBench/level1 --kernelbench-map auto --yes-execute
+  kernelgate run my_llm_samples/ --problems ~/KernelBench/level1 --set 19_ReLU:dim=4096 --yes-execute
   kernelgate run submissions/defects --out runs/h200 --resume --yes-execute
   kernelgate run my_llm_samples/ --out runs/cluster --executor ray --ray-address auto --yes-execute   # after 'ray start'
 """
@@ -78,6 +78,17 @@ def _parse_shard(text: str | None) -> tuple[int, int] | None:
     return k, n
 
 
+def _private_workloads(path: str | None, reg) -> dict:
+    if not path:
+        return {}
+    from harness.problems.secret import load_private_workloads
+
+    try:
+        return load_private_workloads(path, reg)
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"kernelgate: error: --private-workloads {path}: {exc}")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from harness import env as envmod
     from harness.execute.options import RunOptions
@@ -128,7 +139,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         workload_tags=() if names else tags, workload_names=names, only_problems=tuple(args.only or ()),
         kernelbench_map=args.kernelbench_map, resume=args.resume, rerun=args.rerun, ceilings=ceilings,
         thresholds=Thresholds(args.tau_lib, args.tau_roof_memory, args.tau_roof_compute), progress=not args.no_progress,
-        shard=shard, executor=args.executor, ray_address=args.ray_address,
+        shard=shard, executor=args.executor, ray_address=args.ray_address, secret_count=max(0, args.secret_workloads),
+        recursive=args.recursive, extra_workloads=_private_workloads(args.private_workloads, reg),
     )
     try:
         outcome = run_evaluation(req)
@@ -199,8 +211,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tags", help="workload tags to run (default: gpu on a GPU, smoke on the CPU)")
     p.add_argument("--workloads", help="comma-separated workload names (overrides --tags)")
     p.add_argument("--only", action="append", metavar="PROBLEM", help="evaluate only candidates for this problem (repeatable)")
-    p.add_argument("--kernelbench-map", metavar="auto|FILE.json",
-                   help="map KernelBench run files (level_L_problem_N_sample_S_kernel.py) to problem ids")
+    p.add_argument("--kernelbench-map", metavar="FILE.json",
+                   help="map candidate files to problem ids: {\"my_try.py\": \"19_ReLU\", \"1/19\": \"19_ReLU\"} (file "
+                        "names, stems or LEVEL/NUMBER); KernelBench run files (level_L_problem_N_sample_S_kernel.py) "
+                        "are mapped by level and number without one")
+    p.add_argument("--recursive", action="store_true", help="also take candidate files in subfolders of a "
+                   "submission folder (otherwise a folder with subfolders of .py files is refused, naming them)")
+    p.add_argument("--secret-workloads", type=int, default=0, metavar="N",
+                   help="also evaluate N secret workloads per problem, drawn from the problem's declared ranges "
+                        "with the run's secret seed (records say secret=true)")
+    p.add_argument("--private-workloads", metavar="FILE.json",
+                   help="also evaluate the workloads of this private file {problem_id: [{name, set, dtype, tags}]} "
+                        "(kept outside the problems; recorded as secret)")
     p.add_argument("--rounds", type=int, default=DEFAULTS.rounds,
                    help=f"correctness rounds per workload (minimum {DEFAULTS.rounds})")
     p.add_argument("--mode", choices=("train", "eval"), default=None,

@@ -113,7 +113,7 @@ class Session:
             min_bytes=w.min_bytes, env=self.env, created_at=now(), error=err, correctness=correctness,
             timing=timing if keep_measured else None, library_timing=library_timing if keep_measured else None,
             screening=screening if keep_measured else None, diagnostics=self.t.diagnostics + extra_diag,
-            warnings=warnings, problem_version=self.p.version, allow_tf32=w.allow_tf32, base_seed=self.o.base_seed,
+            warnings=self.t.notes + tuple(warnings), problem_version=self.p.version, allow_tf32=w.allow_tf32, base_seed=self.o.base_seed,
             params=dict(w.params), secret=bool(getattr(w, "secret", False)), mode=self.t.mode,
             baseline=self.o.baseline, trusted_timing=trusted if keep_measured else None,
             kernels=kernels if keep_measured else None, verification=verification if keep_measured else None,

@@ -32,6 +32,8 @@ class Task:
     attempt: int = 1
     reason: str = ""
     """Why this attempt runs alone (the first attempt's failure)."""
+    notes: tuple[str, ...] = ()
+    """Warnings every record of this task carries (e.g. code extracted from a Markdown reply)."""
 
     def __post_init__(self) -> None:
         if hashlib.sha256(self.source).hexdigest() != self.candidate.sha256:
