@@ -7,7 +7,7 @@ if [ -f .device/tl_site.tar.xz ]; then
   mkdir -p /tmp/site && tar -C /tmp/site -xJf .device/tl_site.tar.xz
   export PYTHONPATH="/tmp/site:${PYTHONPATH:-}"
 fi
-export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 KERNELGATE_CACHE="$OUT/cache"
+export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 KERNELGATE_CACHE="${KERNELGATE_CACHE:-$OUT/cache}"
 {
   date -u
   nvidia-smi --query-gpu=index,name,uuid,driver_version,clocks.sm,clocks.mem,memory.total --format=csv

@@ -12,15 +12,16 @@ set -uo pipefail
 part="${1:?part1 or part2}"
 OUT="${OUT:-/tmp/kg-out}"
 t0=$(date +%s)
+export KERNELGATE_CACHE=/tmp/kg-cache
 # shellcheck source=tools/device_env.sh
 source tools/device_env.sh
-export KERNELGATE_CACHE=/tmp/kg-cache
 scratch=/dev/shm/kg; mkdir -p $scratch
 stamp() { echo "== $1 ($(( $(date +%s) - t0 )) s)"; }
 if [ "$part" = part1 ]; then
   cat "$OUT/environment.txt"
   stamp "pytest -m gpu"
-  timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/execute/test_gpu_engine.py 2>&1 | tail -15 \
+  timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -k "not gpu_fixtures" tests/execute/test_gpu_engine.py \
+    tests/problems/test_kernelbench_tools.py 2>&1 | tail -15 \
     | tee "$OUT/pytest_gpu.txt"
   stamp "fixtures"
   timeout 300 python3 -m harness run tests/execute/fixtures/mixed tests/execute/fixtures/gpu \
