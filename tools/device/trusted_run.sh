@@ -35,11 +35,11 @@ if [ "$part" = part1 ]; then
   tail -80 "$OUT/fixture_statuses.txt"
 else
   stamp "suite"
-  python3 tools/benchmark_throughput.py --configs one:12:0 --out "$OUT/suite" \
+  timeout 220 python3 tools/benchmark_throughput.py --configs one:12:0 --out "$OUT/suite" \
     --folders submissions/triton-reference submissions/tilelang-reference submissions/defects \
     --extra --scratch $scratch/s --compile-timeout 300 --quick --check-slots 3 > "$OUT/suite.txt" 2>&1
   stamp "bench (10 problems, seq and pipelined)"
-  timeout 280 python3 tools/benchmark_throughput.py --configs seq:1:0 pipe:12:0 --out "$OUT/bench" \
+  timeout 230 python3 tools/benchmark_throughput.py --configs seq:1:0 pipe:12:0 --out "$OUT/bench" \
     --folders submissions/triton-reference --only layernorm --only rmsnorm --only softmax --only sum_dim \
     --only conv2d_1x1 --only depthwise_conv2d --only gemm_square --only bmm --only gelu --only swiglu \
     --extra --scratch $scratch/b --compile-timeout 300 > "$OUT/bench.txt" 2>&1
