@@ -35,7 +35,7 @@ def test_batch_records_in_candidate_order_with_the_cli_records(batch):
     _, res = batch
     assert [[r.status for r in rs] for rs in res] == [[Status.PASSED], [Status.RUNTIME_ERROR], [Status.COMPILE_ERROR]]
     good = res[0][0]
-    assert good.timing is not None and good.screening is not None and good.problem_id == "gelu"
+    assert good.timing is not None and good.screening is None and good.problem_id == "gelu"  # the CPU path: no verdict
     assert (good.generator, good.generator_version) == ("me", "2")
     assert reward_of(res[0]).value > 0.5 and reward_of(res[1]).value < 0
 
