@@ -37,7 +37,7 @@ def test_batch_records_in_candidate_order_with_the_cli_records(batch):
     good = res[0][0]
     assert good.timing is not None and good.screening is None and good.problem_id == "gelu"  # the CPU path: no verdict
     assert (good.generator, good.generator_version) == ("me", "2")
-    assert reward_of(res[0]).value > 0.5 and reward_of(res[1]).value < 0
+    assert reward_of(res[0]).value == 0.5 and reward_of(res[1]).value < 0  # correct, no speed term without a verdict
 
 
 def test_candidates_never_run_in_the_callers_process(batch):
@@ -53,7 +53,7 @@ def test_out_folder_gets_a_results_file(batch):
 
 def test_evaluate_async_is_the_same_job_as_the_batch(batch):
     _, res = batch
-    recs = asyncio.run(evaluate_async(GELU, "gelu", device="cpu", preset="standard"))
+    recs = asyncio.run(evaluate_async(GELU, "gelu", device="cpu", preset="standard", generator="me", generator_version="2"))
     assert [r.status for r in recs] == [Status.PASSED]
     assert recs[0].job_id == res[0][0].job_id and recs[0].run_id != res[0][0].run_id  # same content, another run
 

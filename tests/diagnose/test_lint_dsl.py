@@ -105,9 +105,12 @@ def test_file_with_kernels_of_both_dsls_gets_both_rule_sets():
     assert lint_source(src, dsl="torch") == []  # a declared torch label runs host rules only
 
 
+PROBLEM_FIXTURES = REPO / "tests" / "fixtures" / "kernelbench"  # KernelBench reference problems, not candidates
+
+
 def _candidate_folders() -> list[Path]:
     roots = [REPO / "submissions", *sorted((REPO / "tests").glob("**/fixtures"))]
-    folders = {p.parent for root in roots for p in root.glob("**/*.py")}
+    folders = {p.parent for root in roots for p in root.glob("**/*.py") if not p.is_relative_to(PROBLEM_FIXTURES)}
     return sorted(folders)
 
 

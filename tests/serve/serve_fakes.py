@@ -67,7 +67,7 @@ class FakeEngine(Engine):
                 else:
                     scr = Screening(0.5, 0.25, 0.5, 0.5, "memory", "dram", Verdict.AUTHORING_DEFECT, False, 0.8, 0.5,
                                     "E_lib=0.5 (< 0.8); U_roof=0.25 (< 0.5, memory-bound)")
-                    rec = self.failure_records(it, [w], None, run_id="fake")[0].replace(
+                    rec = self.failure_records(it, [w], ErrorInfo("Fake", "replaced below"), run_id="fake")[0].replace(
                         status=Status.PASSED, error=None, timing=_t(2.0), library_timing=_t(1.0), screening=scr)
                 on_record(it.key, rec)
                 self._log({"event": "record", "task": it.key, "workload": w.name})

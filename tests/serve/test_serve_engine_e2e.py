@@ -49,7 +49,7 @@ def test_serve_evaluates_through_the_engine_and_never_in_its_own_process(tmp_pat
     ok, raised, hack, broken = views
     rec = ok["records"][0]
     assert rec["timing"] and rec["screening"] is None and rec["generator"] == "e2e-gen"  # the CPU path: no verdict
-    assert ok["reward"]["value"] > 0.5 and raised["reward"]["value"] == -0.5 and hack["reward"]["value"] == -1.0
+    assert ok["reward"]["value"] == 0.5 and raised["reward"]["value"] == -0.5 and hack["reward"]["value"] == -1.0
     pid = int(raised["records"][0]["error"]["message"].split("pid=")[1].split()[0])
     assert pid != srv.proc.pid
     assert "candidate pid=" in raised["feedback"] and "```python" in raised["feedback"]

@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from harness.records import EnvSnapshot, JobResult, Status
+from harness.records import EnvSnapshot, ErrorInfo, JobResult, Status
 from harness.serve.store import NewTask, QueueFull, Store
 
 ENV = EnvSnapshot(device_kind="cpu", device_name="cpu", device_uuid=None, driver=None, python="3.11", torch="2.13",
@@ -110,7 +110,8 @@ def test_a_task_with_a_harness_error_is_not_reused(tmp_path):
     s = Store(tmp_path)
     s.submit([_task("t1", "k1")], 10)
     s.claim("cpu", 1, lambda t: 0)
-    s.add_record("t1", _rec("t1", "smoke").replace(status=Status.HARNESS_ERROR))
+    s.add_record("t1", _rec("t1", "smoke").replace(
+        status=Status.HARNESS_ERROR, error=ErrorInfo("RuntimeError", "checker died")))
     assert s.get(["t1"])["t1"].state == "done"
     assert s.submit([_task("t2", "k1")], 10) == [("t2", False)]
     assert s.submit([_task("t3", "k1")], 10) == [("t2", True)]
