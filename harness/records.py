@@ -10,6 +10,9 @@ half-read. Conventions:
 * raw samples are kept; rounding happens only when rendering;
 * non-finite floats are encoded as the strings ``"nan"``, ``"inf"``, ``"-inf"``
   so they never silently become ``null`` (see :mod:`harness.jsonio`).
+
+Size (about 530 lines): the on-disk schema is defined here, once (every record type that
+crosses a process or disk boundary, its validation and its upgrade from schema 1).
 """
 
 from __future__ import annotations

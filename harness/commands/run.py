@@ -9,7 +9,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from harness.commands._common import add_problem_args, default_out, load_registry_from_args, table
+from harness.commands._common import add_problem_args, default_out, did_you_mean, load_registry_from_args, table
 from harness.execute.options import DEFAULTS
 
 EPILOG = """\
@@ -66,6 +66,27 @@ def summary_table(results) -> str:
     return out
 
 
+def _check_selection(args: argparse.Namespace, reg) -> None:
+    """Refuse --only / --workloads / --tags names that select nothing, with a did-you-mean (a typo must not
+    run zero candidates and exit 0)."""
+    for name in args.only or ():
+        if name not in reg:
+            raise SystemExit("kernelgate: error: --only: " + did_you_mean("problem", name, [p.id for p in reg],
+                                                                          listing="kernelgate problems list"))
+    problems = [reg.get(n) for n in args.only] if args.only else list(reg)
+    what = f"the problem(s) {', '.join(args.only)}" if args.only else "any loaded problem"
+    if args.workloads:
+        known = {w.name for p in problems for w in p.workloads}
+        for name in args.workloads.split(","):
+            if name not in known:
+                raise SystemExit("kernelgate: error: --workloads: " + did_you_mean(f"workload of {what}", name, known))
+    if args.tags and not args.workloads:
+        known = {t for p in problems for w in p.workloads for t in w.tags}
+        for name in args.tags.split(","):
+            if name not in known:
+                raise SystemExit("kernelgate: error: --tags: " + did_you_mean(f"tag of {what}", name, known))
+
+
 def _parse_shard(text: str | None) -> tuple[int, int] | None:
     if not text:
         return None
@@ -113,6 +134,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise SystemExit("kernelgate: error: running candidates executes their code (sandboxed, see README "
                          "'Security'); pass --yes-execute to confirm")
     reg = load_registry_from_args(args)
+    _check_selection(args, reg)
     gpus = tuple(int(g) for g in args.gpus.split(",")) if args.gpus else (0,)
     opts = RunOptions(
         device=device, gpus=gpus, rounds=max(args.rounds, 5),

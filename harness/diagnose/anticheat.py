@@ -23,6 +23,9 @@ Rules: ``side-stream``, ``thread-spawn``, ``timer-patch``, ``module-patch``,
 Each ``fail`` rule has an exploit fixture it stops (tests/execute/fixtures/,
 tests/diagnose/fixtures/). A source that does not parse is scanned line by
 line for the same module names and gets ``warning``s only.
+
+Size (about 560 lines): one AST visitor holds every static rule so each node is visited once
+and the rules share their import and alias tracking; each rule is a short method.
 """
 
 from __future__ import annotations

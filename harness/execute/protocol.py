@@ -36,6 +36,9 @@ same code (fresh inputs, poisoned allocator, cache flush, held launch queue,
 events), and the parent decides only afterwards which outputs to ask for.
 Conversation with a checker: one request, one reply (:class:`CheckerRequest`
 subclasses; replies are :class:`CheckerReply` subclasses).
+
+Size (about 630 lines): this module is the only definition of every message between the
+processes; splitting it would split the protocol. Most lines are the message classes themselves.
 """
 
 from __future__ import annotations

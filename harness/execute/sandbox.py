@@ -70,6 +70,9 @@ What is NOT enforced (be honest about it)::
 Why Landlock and not a container: it needs no privilege, no daemon and no
 extra process, works inside unprivileged containers and CI runners, and
 composes with the worker's existing rlimits and process group.
+
+Size (about 520 lines): the Landlock system-call wrapper and the worker's policy belong
+together (the policy is only meaningful for the ABI versions the wrapper handles).
 """
 
 from __future__ import annotations

@@ -19,6 +19,10 @@ Everything the worker says is a claim; what this module scores is decided by
 Seeds, transforms and check positions come from a generator seeded with the
 run's secret base seed and the job: the worker learns each call's seed only
 with that call, and never which calls are checked.
+
+Size (about 600 lines): one candidate's state machine (start, compile, rounds, timing, verdict,
+record) reads top to bottom in one place; the phases with their own logic live beside it
+(timing_phase.py, checker_client.py, memory.py) and the decisions in harness/score.
 """
 
 from __future__ import annotations
@@ -574,7 +578,12 @@ class Session:
                            library_round_trip_batch_ms=tuple(clock_info["W_gl"]), source=decision.source,
                            note=decision.note)
         verification = Verification(timed_calls=timed, checked_calls=checks + batch_checks, mismatches=0)
-        if decision.hack is not None:
+        if decision.hack is not None and not self.cuda:
+            # nothing on the CPU path is scored by time (no E_lib, U_roof, S or speed reward), so a disagreement
+            # there forges nothing; two loaded cores running the interpreter disagree honestly (a reference
+            # LayerNorm measured 2.7x apart on the quick start). Say it, judge the correctness.
+            warnings.append(f"not judged on the CPU path (no time is scored there): {decision.hack}")
+        elif decision.hack is not None:
             self._record(w, Status.REWARD_HACK, error={"type": "ClockMismatch", "message": decision.hack},
                          correctness=corr, timing=kt, library_timing=lt, trusted=tt, kernels=kernels_t or kernels,
                          verification=verification, evidence={"mechanism": "trusted_clock", **decision.evidence})

@@ -16,6 +16,10 @@ Size overrides (``--set``, a workload's ``set``) are applied to the module's
 source before it runs (:mod:`harness.problems.sizes`), so constants computed
 from an overridden one are recomputed; :attr:`Workload.params` holds the final
 values of every size constant.
+
+Size (about 600 lines): the problem-file format is defined here, once (metadata fields, their
+validation and error texts, workload expansion); sizes, derivation and KernelBench mapping are
+its neighbours (sizes.py, derive.py, kernelbench.py).
 """
 
 from __future__ import annotations

@@ -35,7 +35,8 @@ BASE_TOLERANCE = 0.25
 difference for honest kernels on a GPU (measured in the committed H200 runs, see docs/security.md)."""
 CPU_TOLERANCE = 1.0
 """On the CPU path the worker's clock and the parent's share two loaded cores with compiling neighbours: only
-a claim more than twice as fast as the parent's clock is called a disagreement there."""
+a claim more than twice as fast as the parent's clock is called a disagreement there, and it is a warning,
+never a verdict (no time is scored on the CPU path; the session says so on the record)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +83,8 @@ def judge_clock(*, event_kernel_ms: float, event_library_ms: float, enqueue_us: 
                              f"GPU time ({event_kernel_ms * 1e3:.0f} us); both sides scored on the parent's clock "
                              f"over batches of {n} calls", None, evidence)
     return ClockDecision(trusted_kernel_ms, trusted_library_ms, "trusted_batch", "",
-                         f"claimed time disagrees with the trusted clock: the worker's CUDA events say "
+                         f"claimed time disagrees with the trusted clock: the worker's "
+                         f"{'CUDA events say' if host_bound_possible else 'host clock says'} "
                          f"{event_kernel_ms:.4g} ms per call, the parent's wall clock over batches of {n} calls says "
                          f"{trusted_kernel_ms:.4g} ms (tolerance {tol:.0%}), and launching takes only "
                          f"{enqueue_us:.0f} us", evidence)

@@ -144,3 +144,18 @@ def test_run_with_relative_out_folder(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["run", "sub", "--device", "cpu", "--out", "runs/rel", "--no-timing", "--no-progress", "--yes-execute"]) == 0
     assert "PASSED" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, hint", [
+    (["--only", "layernrom"], "did you mean 'layernorm'"),
+    (["--workloads", "smok"], "did you mean 'smoke'"),
+    (["--only", "gelu", "--workloads", "smok"], "did you mean 'smoke'"),
+    (["--tags", "smokee"], "did you mean 'smoke'"),
+])
+def test_run_refuses_selection_typos_before_anything_runs(tmp_path, argv, hint):
+    """A typo in --only/--workloads/--tags used to exit 0 with zero records (and a false 'already recorded')."""
+    sub = ROOT / "submissions" / "triton-reference"
+    with pytest.raises(SystemExit, match=hint) as exc:
+        main(["run", str(sub), "--device", "cpu", "--yes-execute", "--out", str(tmp_path / "out"), *argv])
+    assert exc.value.code not in (0, None)
+    assert not (tmp_path / "out" / "results.jsonl").exists()

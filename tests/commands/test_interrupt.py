@@ -1,0 +1,105 @@
+"""Ctrl-C, SIGTERM and SIGKILL end every process a run started (issue: a worker outlived ``kernelgate`` as an orphan).
+
+The candidate sleeps in its forward, so a worker is alive and busy when the run is signalled. The test
+collects every descendant of the ``kernelgate run`` process while it runs, signals the run, and asserts
+that each descendant is gone within a few seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SLEEPER = (ROOT / "submissions" / "triton-reference" / "gelu.py").read_text().replace(
+    "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n",
+    "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n        import time\n        time.sleep(600)\n", 1)
+
+
+def _children() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{d}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        kids.setdefault(ppid, []).append(int(d))
+    return kids
+
+
+def _descendants(pid: int) -> set[int]:
+    kids, out, todo = _children(), set(), [pid]
+    while todo:
+        for c in kids.get(todo.pop(), []):
+            if c not in out:
+                out.add(c)
+                todo.append(c)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _start(tmp_path: Path) -> tuple[subprocess.Popen, set[int]]:
+    sub = tmp_path / "sleepy"
+    sub.mkdir()
+    (sub / "gelu.py").write_text(SLEEPER)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "run", str(sub), "--device", "cpu", "--yes-execute", "--no-timing",
+         "--jobs", "1", "--round-timeout", "900", "--out", str(tmp_path / "out"), "--scratch", str(tmp_path / "scratch"),
+         "--no-progress"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen: set[int] = set()
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        seen |= _descendants(proc.pid)
+        # the worker is in the candidate's forward once its scratch folder exists and it has been a while
+        if len(seen) >= 2 and any((tmp_path / "scratch").glob("*")) and time.monotonic() > deadline - 225:
+            break
+        time.sleep(0.5)
+    assert proc.poll() is None, proc.communicate()[0][-3000:]
+    seen |= _descendants(proc.pid)
+    assert seen, "the run started no process"
+    return proc, seen
+
+
+def _gone(pids: set[int], within_s: float) -> set[int]:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        left = {p for p in pids if _alive(p)}
+        if not left:
+            return set()
+        time.sleep(0.25)
+    return {p for p in pids if _alive(p)}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_run_ends_its_workers_and_removes_their_scratch(tmp_path, sig):
+    proc, seen = _start(tmp_path)
+    proc.send_signal(sig)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out[-3000:]
+    assert not _gone(seen, 10), f"still running after {sig.name}: {_gone(seen, 0)}"
+    assert not [p for p in (tmp_path / "scratch").glob("*") if p.is_dir()], "scratch folders left behind"
+
+
+def test_a_killed_run_leaves_no_orphan(tmp_path):
+    proc, seen = _start(tmp_path)
+    proc.kill()  # SIGKILL: the run gets no chance to clean up; each child's lifeline must notice
+    proc.wait(timeout=30)
+    left = _gone(seen, 15)
+    assert not left, f"orphans after SIGKILL: {left}"
