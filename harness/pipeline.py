@@ -149,6 +149,23 @@ def _source_of(cand: Candidate) -> tuple[bytes | None, str | None]:
     return data, None
 
 
+def unloaded_problem(registry: Registry, *names: str) -> str | None:
+    """Why the problem file named like one of ``names`` (its stem) did not load, or None when none failed.
+
+    A candidate named after a problem whose file fails at import (or is
+    malformed) matches no loaded problem; without this it would be blamed as
+    an invalid candidate ("matches no loaded problem"). The text names the
+    problem file, the field, the error and the fix.
+    """
+    for err in getattr(registry, "errors", ()):
+        path = getattr(err, "path", "")
+        if path and path != "--set" and Path(path).stem in names:
+            return (f"problem file {path} did not load, so this candidate was not evaluated: {err.field!r}: {err.why}; "
+                    f"fix the problem file ('kernelgate problems list --problems {Path(path).parent}' shows the "
+                    "error) and run again")
+    return None
+
+
 def plan(req: EvalRequest, run_id: str, emit: Callable[[JobResult], None], done: set[str],
          skipped: list[str]) -> list[Task]:
     """The tasks to run; records decided without running (unknown problem, static scan) go to ``emit``."""
@@ -166,6 +183,13 @@ def plan(req: EvalRequest, run_id: str, emit: Callable[[JobResult], None], done:
             if not in_shard(cand, req.shard):
                 continue
             if cand.mapping_error or cand.problem_id not in req.registry:
+                broken = unloaded_problem(req.registry, Path(cand.path).stem.split("__")[0], cand.problem_id)
+                if broken is not None:  # the problem's file is at fault, not the candidate
+                    rec = static_record(cand, None, None, Status.HARNESS_ERROR, ErrorInfo("ProblemNotLoaded", broken),
+                                        req.env, run_id, base_seed=opts.base_seed)
+                    if rec.job_id not in done:
+                        emit(rec)
+                    continue
                 message = cand.mapping_error
                 if message is None:
                     try:

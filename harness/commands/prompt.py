@@ -62,12 +62,16 @@ def select_feedback(results, problem_id: str, candidate: str | None, generator: 
 def previous_source(records, code: str | None, candidate: str | None) -> str | None:
     """The evaluated code of ``records`` (one candidate's), checked against their ``candidate_sha256``.
 
-    ``code`` (``--code``) must exist and match, else the command exits with a
-    message; otherwise ``candidate`` and the record's own candidate path are
-    tried as files relative to the working directory, and None (with a note
-    on stderr) is returned when neither is the evaluated file.
+    ``code`` (``--code``) must exist and match (the file itself or, for an
+    LLM's Markdown reply, the code taken out of its fence: what the run
+    executed, and what is shown), else the command exits with a message;
+    otherwise ``candidate`` and the record's own candidate path are tried as
+    files relative to the working directory, and None (with a note on
+    stderr) is returned when neither is the evaluated file.
     """
     import hashlib
+
+    from harness.candidates.fences import extract_source
 
     want = records[0].candidate_sha256
     tries = [Path(code)] if code else [Path(p) for p in (candidate, records[0].candidate) if p]
@@ -77,6 +81,10 @@ def previous_source(records, code: str | None, candidate: str | None) -> str | N
         data = path.read_bytes()
         if hashlib.sha256(data).hexdigest() == want:
             return data.decode("utf-8", errors="replace")
+        # an LLM's Markdown reply: the record hashes the code taken out of its fence, as the run executed it
+        code_in_reply = extract_source(data.decode("utf-8", errors="replace"))
+        if code_in_reply.error is None and hashlib.sha256(code_in_reply.source.encode("utf-8")).hexdigest() == want:
+            return code_in_reply.source
         if code:
             raise SystemExit(f"kernelgate: error: --code {path}: its sha256 differs from the record's candidate_sha256 "
                              f"({want[:12]}...): the file changed after it was evaluated; pass the evaluated version")

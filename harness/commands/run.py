@@ -69,8 +69,13 @@ def summary_table(results) -> str:
 def _check_selection(args: argparse.Namespace, reg) -> None:
     """Refuse --only / --workloads / --tags names that select nothing, with a did-you-mean (a typo must not
     run zero candidates and exit 0)."""
+    from harness.pipeline import unloaded_problem
+
     for name in args.only or ():
         if name not in reg:
+            broken = unloaded_problem(reg, name)
+            if broken is not None:
+                raise SystemExit(f"kernelgate: error: --only {name}: {broken}")
             raise SystemExit("kernelgate: error: --only: " + did_you_mean("problem", name, [p.id for p in reg],
                                                                           listing="kernelgate problems list"))
     problems = [reg.get(n) for n in args.only] if args.only else list(reg)

@@ -134,3 +134,18 @@ def test_prompt_cli_without_the_code_says_how_to_add_it(results, capsys):
     assert main(["prompt", "gelu", "--dsl", "triton", "--feedback", str(results)]) == 0
     captured = capsys.readouterr()
     assert "pass --code FILE" in captured.err and "```python\nimport triton" not in captured.out
+
+
+def test_prompt_cli_shows_the_code_of_a_markdown_reply(results, tmp_path, capsys):
+    """An LLM reply saved whole ran as the code in its fence (the record hashes that code): --feedback finds it."""
+    from harness.candidates.discover import discover
+
+    sub = tmp_path / "replies"
+    sub.mkdir()
+    reply = sub / "gelu__v2.py"
+    reply.write_text(f"Here is the kernel:\n\n```python\n{SOURCE}```\n\nIt fuses the activation.\n")
+    (cand,) = discover(sub, problem_ids=["gelu"])[1]
+    assert cand.sha256 == SHA  # the run records the fenced code's hash, as the fixture's record does
+    assert main(["prompt", "gelu", "--dsl", "triton", "--feedback", str(results), "--code", str(reply)]) == 0
+    out = capsys.readouterr().out
+    assert "class ModelNew:\n    pass" in out and "Here is the kernel" not in out
