@@ -38,6 +38,9 @@ class Extraction:
     source: str
     note: str = ""
     error: str | None = None
+    first_line: int = 1
+    """1-based line of the file where ``source`` starts (the fence's first code line when extracted): add
+    ``first_line - 1`` to a line of ``source`` to point into the file."""
 
     @property
     def extracted(self) -> bool:
@@ -136,4 +139,4 @@ def extract_source(text: str) -> Extraction:
         note += "; the fence was never closed (the reply may be truncated)"
     if not _defines_model_new(tree):
         note += "; it defines no ModelNew"
-    return Extraction(chosen.code, note=note)
+    return Extraction(chosen.code, note=note, first_line=chosen.first_line)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 from pathlib import Path
 
 EPILOG = """\
-Exit status: 1 when a file does not parse (reported as FILE:LINE:COL: SyntaxError: ..., the way
-'kernelgate run' would fail it as COMPILE_ERROR), when the anti-cheat scan fails a file, or with
+A file that is an LLM's Markdown reply is linted as 'kernelgate run' executes it: the code of its
+```python fence (a note says which fence; lines point into the reply), or an error saying why no fence
+could be taken. Exit status: 1 when a file does not parse (reported as FILE:LINE:COL: SyntaxError: ...,
+the way 'kernelgate run' would fail it as COMPILE_ERROR), when the anti-cheat scan fails a file, or with
 --strict when a likely authoring defect is found; else 0. Nothing is imported or executed.
 
 examples:
@@ -37,6 +40,7 @@ def syntax_error(source: str, filename: str) -> str | None:
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
+    from harness.candidates.fences import extract_source
     from harness.diagnose.anticheat import scan_source
     from harness.diagnose.lint import format_findings, lint_source
 
@@ -54,8 +58,16 @@ def cmd_lint(args: argparse.Namespace) -> int:
             raise SystemExit(f"kernelgate: error: {p}: no such file or folder")
     n_def = n_fail = n_syntax = 0
     for f in files:
-        src = f.read_text(encoding="utf-8", errors="replace")
+        src, offset = f.read_text(encoding="utf-8", errors="replace"), 0
         bad_syntax = syntax_error(src, str(f))
+        if bad_syntax:
+            # an LLM's Markdown reply: lint the code 'kernelgate run' would take out of its fence
+            ext = extract_source(src)
+            if ext.error is None:
+                print(f"{f}: {ext.note}")
+                src, offset, bad_syntax = ext.source, ext.first_line - 1, None
+            elif not ext.error.startswith("not valid Python"):
+                bad_syntax = f"{f}: {ext.error}"
         if bad_syntax:
             n_syntax += 1
             print(bad_syntax)
@@ -64,6 +76,8 @@ def cmd_lint(args: argparse.Namespace) -> int:
                         if x.rule != "parse-error"]
         else:
             findings = lint_source(src, filename=str(f)) + (scan_source(src, filename=str(f)) if not args.no_anticheat else [])
+        if offset:  # point into the reply, not into the fence's code
+            findings = [dataclasses.replace(x, line=x.line + offset) if x.line is not None else x for x in findings]
         n_def += sum(x.severity == "defect" for x in findings)
         n_fail += sum(x.severity == "fail" for x in findings)
         if findings:

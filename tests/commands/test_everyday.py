@@ -51,3 +51,21 @@ def test_only_naming_a_problem_whose_file_failed_says_so(tmp_path):
         main(["run", str(sub), "--problems", str(probs), "--device", "cpu", "--yes-execute", "--only", "relu2",
               "--out", str(tmp_path / "out")])
     assert exc.value.code not in (0, None)
+
+
+def test_lint_reads_a_markdown_reply_as_run_executes_it(tmp_path, capsys):
+    """Was: 'reply.py:1:5: SyntaxError: invalid syntax' on the reply's prose, though 'run' executes its fence."""
+    code = (ROOT / "submissions" / "defects" / "layernorm__tl_serial_row.py").read_text()
+    assert main(["lint", str(ROOT / "submissions" / "defects" / "layernorm__tl_serial_row.py")]) == 0
+    plain = capsys.readouterr().out
+    line = int(plain.split("[sequential-reduction]")[0].rsplit(":", 2)[-2])
+    reply = tmp_path / "layernorm.py"
+    reply.write_text(f"Sure! Here is the kernel:\n\n```python\n{code}```\nIt is fast.\n")
+    assert main(["lint", str(reply)]) == 0
+    out = capsys.readouterr().out
+    assert "SyntaxError" not in out and "code extracted from a Markdown reply: the ```python fence at lines 4-" in out
+    assert f"{reply}:{line + 3}: [sequential-reduction]" in out  # the line in the reply, not in the fence
+    bad = tmp_path / "gelu.py"
+    bad.write_text("Sure!\n```python\ndef f(:\n```\n")
+    assert main(["lint", str(bad)]) == 1
+    assert "a Markdown reply whose 1 Python fence(s) do not parse: lines 3-3: line 1, column 7" in capsys.readouterr().out
