@@ -8,10 +8,11 @@ docs screenshot is taken with), so the test measures what that script does.
 Widths: 800 (a narrow window), 1280, 1400 and 1920 CSS pixels. At each, no
 element may be wider than its box (no horizontal scrollbar anywhere, no
 clipped cell) and nothing may reach past the viewport, with every
-``<details>`` open. Two reports are measured: the synthetic suite (every
+``<details>`` open. Three reports are measured: the synthetic suite (every
 status, four generators, a comparison section) and the committed H200 run
 (bundled submissions plus the adversarial fixtures: 128 records with real
-error texts, warnings and lint findings).
+error texts, warnings and lint findings), and the session-4 H200 run as
+``kernelgate report`` draws it without a ceilings file.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from harness.results.store import load_results
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = ROOT / "leaderboards" / "h200-2026-11-30-s2"
+H200_S4 = ROOT / "leaderboards" / "h200-2026-12-01-s4" / "run2-smoke"
 WIDTHS = (800, 1280, 1400, 1920)
 
 
@@ -56,6 +58,15 @@ def h200_report(tmp_path_factory) -> Path:
     return html
 
 
+@pytest.fixture(scope="module")
+def h200_s4_report(tmp_path_factory) -> Path:
+    """The session-4 H200 run, as 'kernelgate report' draws it without ceilings: its category table (generator
+    labels such as adversarial-fixtures-gpu@1 beside the category) was 22 px wider than an 800 px window."""
+    results = load_results([H200_S4 / "bundle_results.jsonl", H200_S4 / "fixtures_results.jsonl"])
+    html, _ = write_report(results, tmp_path_factory.mktemp("h200s4"), n_boot=300)
+    return html
+
+
 def test_report_renders_in_chromium(synthetic_report, tmp_path):
     shot = TOOL.screenshot(synthetic_report, tmp_path / "shot.png", 1280, height=2000)
     data = shot.read_bytes()
@@ -68,7 +79,7 @@ def test_report_renders_in_chromium(synthetic_report, tmp_path):
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-@pytest.mark.parametrize("which", ["synthetic", "h200"])
+@pytest.mark.parametrize("which", ["synthetic", "h200", "h200_s4"])
 def test_no_horizontal_overflow(which, width, request):
     html = request.getfixturevalue(f"{which}_report")
     m = TOOL.measure(html, width)
