@@ -69,3 +69,30 @@ def test_lint_reads_a_markdown_reply_as_run_executes_it(tmp_path, capsys):
     bad.write_text("Sure!\n```python\ndef f(:\n```\n")
     assert main(["lint", str(bad)]) == 1
     assert "a Markdown reply whose 1 Python fence(s) do not parse: lines 3-3: line 1, column 7" in capsys.readouterr().out
+
+
+def test_cpu_path_checks_correctness_without_timing_unless_asked(tmp_path, capsys):
+    """Was: the quick start spent 28% of its worker time timing interpreted kernels whose CPU times get no verdict
+    (65 s for one naive convolution). The CPU path now checks correctness only; --timing still times it."""
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "gelu.py").write_text(GELU.read_text())
+    base = ["run", str(sub), "--device", "cpu", "--no-progress", "--yes-execute", "--seed", "7"]
+    assert main([*base, "--out", str(tmp_path / "default")]) == 0
+    captured = capsys.readouterr()
+    assert "CPU path: correctness only, no timing" in captured.err and "ceilings:" not in captured.err
+    (rec,) = load_results(tmp_path / "default")
+    assert rec.status.value == "PASSED" and rec.correctness.rounds_passed >= 5
+    assert rec.timing is None and rec.library_timing is None and rec.screening is None
+
+    assert main([*base, "--timing", "--out", str(tmp_path / "timed")]) == 0
+    assert "no timing" not in capsys.readouterr().err
+    (timed,) = load_results(tmp_path / "timed")
+    assert timed.status.value == "PASSED" and timed.timing is not None and timed.library_timing is not None
+    assert timed.screening is None  # timed on the CPU path, still no verdict
+
+
+def test_gpu_path_still_times_by_default():
+    from harness.commands.run import timing_default
+
+    assert timing_default("cuda") is True and timing_default("cpu") is False
