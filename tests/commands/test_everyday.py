@@ -96,3 +96,55 @@ def test_gpu_path_still_times_by_default():
     from harness.commands.run import timing_default
 
     assert timing_default("cuda") is True and timing_default("cpu") is False
+
+
+def _version(tmp_path: Path, version: str, files: dict[str, str]) -> Path:
+    folder = tmp_path / f"mymodel-{version}"
+    folder.mkdir()
+    (folder / "manifest.json").write_text(f'{{"generator": "mymodel", "version": "{version}"}}')
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return folder
+
+
+def test_resume_evaluates_an_unchanged_file_of_a_new_generator_version(tmp_path, capsys):
+    """Was: a file identical in mymodel@1 and mymodel@2 had one result id, so --resume skipped v2's copy
+    as already recorded. (A file that does not parse is recorded without a worker: the planner's --resume
+    bookkeeping is the same for every record.)"""
+    same = {"layernorm.py": "def forward(x:\n    return x\n"}
+    v1, v2 = _version(tmp_path, "1", same), _version(tmp_path, "2", same)
+    out = tmp_path / "out"
+    base = ["run", "--device", "cpu", "--no-progress", "--yes-execute", "--out", str(out), "--resume"]
+    assert main([*base[:1], str(v1), *base[1:]]) == 0
+    assert main([*base[:1], str(v2), *base[1:]]) == 0
+    assert "already recorded" not in capsys.readouterr().out
+    recs = load_results(out)
+    assert sorted((r.generator_version, r.status.value) for r in recs) == [("1", "COMPILE_ERROR"), ("2", "COMPILE_ERROR")]
+    assert recs[0].job_id != recs[1].job_id
+    assert main([*base[:1], str(v2), *base[1:]]) == 0  # v2 again: now it is recorded
+    assert "1 candidate(s) already recorded, skipped" in capsys.readouterr().out
+    assert len(load_results(out)) == 2
+
+    assert main(["compare", "mymodel@1", "mymodel@2", "--results", str(out), "--n-boot", "100"]) == 0
+    assert "only in" not in capsys.readouterr().out
+
+
+def test_candidate_files_in_a_subfolder_are_named_not_ignored(tmp_path):
+    sub = tmp_path / "sub"
+    (sub / "attempts").mkdir(parents=True)
+    (sub / "attempts" / "gelu.py").write_text(GELU.read_text())
+    with pytest.raises(SystemExit, match=r"subfolders attempts/ \(1 file\) would not be evaluated.*--recursive") as exc:
+        main(["run", str(sub), "--device", "cpu", "--no-progress", "--yes-execute", "--out", str(tmp_path / "out")])
+    assert exc.value.code not in (0, None)
+
+
+def test_bad_shard_is_refused_before_the_problems_load(monkeypatch):
+    """Was: '--shard 3/2' was refused after 11 s of loading the problems."""
+    import harness.problems.registry as registry
+
+    def no_loading(*a, **k):
+        raise AssertionError("the problems were loaded before --shard was checked")
+
+    monkeypatch.setattr(registry, "load_registry", no_loading)
+    with pytest.raises(SystemExit, match="--shard '3/2': K must be between 1 and N"):
+        main(["run", "sub", "--shard", "3/2", "--yes-execute", "--device", "cpu"])
