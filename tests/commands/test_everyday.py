@@ -148,3 +148,46 @@ def test_bad_shard_is_refused_before_the_problems_load(monkeypatch):
     monkeypatch.setattr(registry, "load_registry", no_loading)
     with pytest.raises(SystemExit, match="--shard '3/2': K must be between 1 and N"):
         main(["run", "sub", "--shard", "3/2", "--yes-execute", "--device", "cpu"])
+
+
+def test_run_summary_shows_the_whole_first_line_of_an_error():
+    """Was: the terminal summary cut errors at 60 characters ("did you mean 'layernorm', 'rmsn")."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests" / "report"))
+    from synth_results import LN1, record
+
+    from harness.commands.run import summary_table
+
+    msg = ("'layernrom.py' matches no loaded problem: a candidate is named after a problem id ('ID.py' or "
+           "'ID__VARIANT.py'); did you mean 'layernorm', 'rmsnorm', 'groupnorm'?")
+    failed = record("g", "1", "layernorm", LN1, status="INVALID_CANDIDATE", error=msg + "\nsecond line")
+    text = summary_table([failed])
+    assert msg in text and "second line" not in text
+
+
+def test_run_refuses_to_execute_candidates_without_yes_execute(tmp_path):
+    """Was: without --yes-execute, 'run' printed a note and ran the candidates anyway."""
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "gelu.py").write_text(GELU.read_text())
+    with pytest.raises(SystemExit, match="executes their code .* pass --yes-execute to confirm") as exc:
+        main(["run", str(sub), "--device", "cpu", "--no-progress", "--out", str(tmp_path / "out")])
+    assert exc.value.code not in (0, None)
+    assert not (tmp_path / "out").exists() and not any(tmp_path.glob("**/results.jsonl"))
+
+
+def test_cpu_workers_run_torch_on_one_thread(tmp_path):
+    """Was: workers ran PyTorch with 2 OpenMP threads on a loaded 2-core machine, so library and kernel times
+    measured thread wake-up (F.layer_norm on 16x256: 32 ms with 2 threads, 0.006 ms with 1). The candidate
+    reports what its worker gives it through its error message."""
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "gelu.py").write_text(GELU.read_text().replace(
+        "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n",
+        "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n        import os\n"
+        "        raise RuntimeError(f'threads={torch.get_num_threads()} omp={os.environ.get(\"OMP_NUM_THREADS\")}')\n",
+        1))
+    assert main(["run", str(sub), "--device", "cpu", "--no-progress", "--yes-execute", "--out", str(tmp_path / "o")]) == 0
+    (rec,) = load_results(tmp_path / "o")
+    assert rec.status.value == "RUNTIME_ERROR" and "threads=1 omp=1" in rec.error.message, rec.error
