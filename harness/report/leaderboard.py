@@ -259,8 +259,9 @@ def build_leaderboard(results: list[JobResult], *, thresholds: dict | None = Non
         e["rank"] = i
     cpu = [g["label"] for g in generators if g["overall"]["n_cpu_path"]]
     if cpu:
-        warnings.append(f"{M.CPU_PATH_NOTE}: {', '.join(cpu)} ran on the CPU path (Triton interpreter, host timer); "
-                        "their records are judged on correctness only and are not ranked, plotted or compared by speed")
+        warnings.append(f"{M.CPU_PATH_NOTE}: {', '.join(cpu)} ran on the CPU path (Triton interpreter; timed, on "
+                        "the host clock, only with --timing); their records are judged on correctness only and are "
+                        "not ranked, plotted or compared by speed")
     if any(e["reward_hacks"] for e in ranking):
         warnings.append("some records were flagged reward_hack (scored 0): audit those candidates before trusting "
                         "the generator's other numbers")

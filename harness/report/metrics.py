@@ -22,8 +22,8 @@ speed, towards 0 as the kernel slows down. It is defined for
 Attempted records are those whose outcome is the candidate's: every status
 except LOWERED (compiled to device source, never executed) and HARNESS_ERROR.
 
-CPU path: records whose ``env.device_kind`` is ``"cpu"`` (Triton interpreter,
-host timer) are judged on correctness only. Their timings, and any screening an
+CPU path: records whose ``env.device_kind`` is ``"cpu"`` (Triton interpreter;
+timed on the host clock only with ``run --timing``) are judged on correctness only. Their timings, and any screening an
 older harness wrote into them, are ignored: E_lib, U_roof, S and the times are
 None and a PASSED record's verdict bucket is ``cpu_path``
 (:data:`CPU_PATH_NOTE`), so nothing ranks, plots or compares them by speed. An
