@@ -54,10 +54,27 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+def _processes_of_this_run(tmp_path: Path) -> set[int]:
+    """Every live process whose environment points into ``tmp_path`` (workers and checkers get HOME and TMPDIR
+    in their scratch there): also one started after the signal, or one reparented away from the run."""
+    mark = str(tmp_path).encode()
+    found = set()
+    for d in os.listdir("/proc"):
+        if d.isdigit() and int(d) != os.getpid():
+            try:
+                if mark in Path(f"/proc/{d}/environ").read_bytes() and _alive(int(d)):
+                    found.add(int(d))
+            except OSError:
+                continue
+    return found
+
+
 def _start(tmp_path: Path) -> tuple[subprocess.Popen, set[int]]:
     sub = tmp_path / "sleepy"
     sub.mkdir()
     (sub / "gelu.py").write_text(SLEEPER)
+    # a next candidate: after a signal no worker may start for it (one did, and outlived the run)
+    (sub / "silu.py").write_text((ROOT / "submissions" / "triton-reference" / "silu.py").read_text())
     proc = subprocess.Popen(
         [sys.executable, "-m", "harness.cli", "run", str(sub), "--device", "cpu", "--yes-execute", "--no-timing",
          "--jobs", "1", "--round-timeout", "900", "--out", str(tmp_path / "out"), "--scratch", str(tmp_path / "scratch"),
@@ -74,6 +91,7 @@ def _start(tmp_path: Path) -> tuple[subprocess.Popen, set[int]]:
     assert proc.poll() is None, proc.communicate()[0][-3000:]
     seen |= _descendants(proc.pid)
     assert seen, "the run started no process"
+    assert _processes_of_this_run(tmp_path) & seen, "the environment check does not see this run's workers"
     return proc, seen
 
 
@@ -94,6 +112,8 @@ def test_an_interrupted_run_ends_its_workers_and_removes_their_scratch(tmp_path,
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, out[-3000:]
     assert not _gone(seen, 10), f"still running after {sig.name}: {_gone(seen, 0)}"
+    time.sleep(2)
+    assert not _processes_of_this_run(tmp_path), f"started or left after {sig.name}: {_processes_of_this_run(tmp_path)}"
     assert not [p for p in (tmp_path / "scratch").glob("*") if p.is_dir()], "scratch folders left behind"
 
 
@@ -103,3 +123,4 @@ def test_a_killed_run_leaves_no_orphan(tmp_path):
     proc.wait(timeout=30)
     left = _gone(seen, 15)
     assert not left, f"orphans after SIGKILL: {left}"
+    assert not _processes_of_this_run(tmp_path), f"orphans after SIGKILL: {_processes_of_this_run(tmp_path)}"
