@@ -53,7 +53,7 @@ _KEPT: dict[int, tuple[list, P.Context, int, int]] = {}
 _STATE: dict[str, Any] = {}
 
 
-def _cache_limit_bytes() -> int:
+def cache_limit_bytes() -> int:
     try:
         return max(0, int(os.environ.get("KERNELGATE_CHECKER_CACHE_MB", "4096"))) << 20
     except ValueError:
@@ -158,7 +158,7 @@ def _reference(ctx: P.Context, seed: int, transform: int) -> tuple[list, list]:
             if ctx.mode == "train":
                 torch.manual_seed(seed)
             refs = [t.detach().double() for t in flatten_outputs(model32(*in32))]
-    limit = _cache_limit_bytes()
+    limit = cache_limit_bytes()
     if _nbytes((refs, libs)) <= limit:
         _REF_CACHE[key] = (refs, libs)
         while len(_REF_CACHE) > _REF_CACHE_MAX_ENTRIES or sum(_nbytes(e) for e in _REF_CACHE.values()) > limit:
@@ -259,13 +259,14 @@ def lib_sample(req: P.LibSample) -> P.LibSampleReply:
     from harness.execute.candidate_thread import forward
     import torch
 
-    from harness.execute.inputs import flatten_outputs, poison_allocator
+    from harness.execute.inputs import flatten_outputs, poison_allocator, poison_bytes
 
     b = _baseline(req.ctx)
     _flags(req.ctx)
     timer = _timer(req.ctx.device)
     inputs = _inputs(req.ctx, b.module, req.seed, req.transform)
-    poison_allocator(req.ctx.device, 2 * sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor)))
+    poison_allocator(req.ctx.device, poison_bytes(sum(x.numel() * x.element_size() for x in inputs
+                                                      if isinstance(x, torch.Tensor))))
     seed = _fwd_seed(req.ctx, req.seed)
     out, stream_ms, device_ms, enq = timer.timed_call(lambda: b.thread.run(forward, b.model, inputs, seed), req.hold_us)
     if req.keep_id is not None:
@@ -381,6 +382,20 @@ def _free_memory() -> None:
         pass
 
 
+TRIM_BYTES = 1 << 30
+
+
+def _trim() -> None:
+    """Give the caching allocator's free blocks back to the device after a request that allocated much (a
+    float64 reference, a comparison): between requests a checker holds only its bounded reference cache, never
+    memory the jobs admitted beside it were promised (seen on the H200: three idle checkers held 108 GiB)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        return
+    if torch.cuda.memory_reserved() - torch.cuda.memory_allocated() > TRIM_BYTES:
+        torch.cuda.empty_cache()
+
+
 def _warm_up() -> None:
     """Pay torch's import and the CUDA context at start-up, not inside the first candidate's check."""
     import torch
@@ -418,6 +433,8 @@ def main() -> int:
                                  traceback_tail=traceback.format_exc()[-3000:], out_of_memory=oom)
         out.write(json.dumps(P.encode(reply)) + "\n")
         out.flush()
+        if isinstance(reply, P.ErrorReply) or not isinstance(reply, (P.LibSampleReply, P.BatchReply)):
+            _trim()  # not between timed library samples: their allocations are reused from the cache
     return 0
 
 

@@ -112,6 +112,17 @@ def flatten_outputs(out: Any) -> list:
     return [out]
 
 
+POISON_MAX = 8 << 30
+"""The poison fill never takes more than this (a KernelBench input of 17 GB would otherwise need 34 GB more)."""
+
+
+def poison_bytes(in_bytes: int) -> int:
+    """How much free allocator memory is filled with NaN before a call whose inputs take ``in_bytes``: twice the
+    inputs, at most :data:`POISON_MAX`. Outputs larger than that may land in memory that was not poisoned; they
+    hold another call's values or zeros there (inputs are fresh per call), which the checker fails all the same."""
+    return min(2 * max(0, int(in_bytes)), POISON_MAX)
+
+
 def poison_allocator(device: str, nbytes: int) -> None:
     """Fill the caching allocator's free blocks with NaN, so an output a kernel never wrote reads as NaN.
 

@@ -19,16 +19,18 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Callable
 
+from harness.execute.checker import cache_limit_bytes as checker_cache_bytes
 from harness.execute.checker_client import CheckerPool
 from harness.execute.gate import DeviceGate
 from harness.execute.memory import CONTEXT_BYTES, DeviceMemory, device_capacity
 from harness.execute.options import RunOptions
 from harness.execute.pool import Demand, WorkerPool
 from harness.execute.process import gpu_probe
-from harness.execute.scheduler import ScheduleReport, run_pull
+from harness.execute.scheduler import DeviceUnhealthy, ScheduleReport, run_pull
 from harness.execute.session import RetryAlone, Session
 from harness.execute.task import DeviceContext, Task
-from harness.records import EnvSnapshot, JobResult
+from harness.records import EnvSnapshot, ErrorInfo, JobResult, Status
+from harness.results.ids import static_record
 
 
 def _env_for(env: EnvSnapshot, gpu: int) -> EnvSnapshot:
@@ -55,7 +57,8 @@ class LocalExecutor:
         for g in self.gpus:
             denv = env if g in (None, self.gpus[0]) else _env_for(env, g)
             tag = "cpu" if g is None else str(g)
-            fixed = CONTEXT_BYTES * (pool_size + slots + self.per_device)
+            # every process's CUDA context, and each checker's bounded reference cache
+            fixed = CONTEXT_BYTES * (pool_size + slots + self.per_device) + slots * checker_cache_bytes()
             memory = DeviceMemory(device_capacity(g) if opts.device == "cuda" else None, opts.memory_margin, fixed)
             pool = (WorkerPool(opts, g, root, run_id[:8], problem_paths, pool_size, tilelang, self.demand)
                     if opts.prestart and expected_tasks else None)
@@ -69,9 +72,33 @@ class LocalExecutor:
         try:
             return Session(task, self.devices[g]).run()
         except RetryAlone as exc:
-            again = dataclasses.replace(task, alone=True, attempt=task.attempt + 1, reason=exc.reason)
-            self.demand.add(1)
+            reason = exc.reason
+        except DeviceUnhealthy:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the harness's own failure: never the candidate's, never lost
+            reason = f"the harness failed ({type(exc).__name__}: {exc})"
+            if task.alone:
+                return self._harness_error(task, g, exc)
+        again = dataclasses.replace(task, alone=True, attempt=task.attempt + 1, reason=reason)
+        self.demand.add(1)
+        try:
             return Session(again, self.devices[g]).run()
+        except DeviceUnhealthy:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            return self._harness_error(again, g, exc)
+
+    def _harness_error(self, task: Task, g: int | None, exc: Exception) -> list[JobResult]:
+        """HARNESS_ERROR records for every workload of a task whose session raised (a slot thread must never die
+        with its task: the task would be lost and the device's locks held)."""
+        import traceback
+
+        error = ErrorInfo(type(exc).__name__, f"the harness failed while evaluating this candidate (not the "
+                                               f"candidate's fault; run it again with --rerun): {exc}",
+                          traceback.format_exc()[-3000:])
+        return [static_record(task.candidate, task.problem, w, Status.HARNESS_ERROR, error, self.devices[g].env, self.run_id,
+                              task.diagnostics, mode=task.mode, baseline=self.o.baseline, base_seed=self.o.base_seed)
+                for w in task.workloads]
 
     def run(self, tasks: list[Task], emit: Callable[[Task, list[JobResult]], None], stop: Any = None) -> ScheduleReport:
         """Run ``tasks``; ``emit(task, records)`` is called once per task, in completion order."""

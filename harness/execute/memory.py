@@ -4,19 +4,23 @@ Before a candidate's session runs on a device it reserves the device memory
 its job will need at peak (:func:`estimate`): the worker's and the
 checker's share for the largest of its workloads. Reservations on one device
 never exceed its capacity minus a margin (fragmentation, the CUDA contexts'
-growth); a job that does not fit waits until running jobs release theirs,
-and a job that cannot fit even alone is not run at all (``TOO_LARGE``, with
-the numbers) instead of crashing into an out-of-memory that would be blamed
-on it or its neighbours. The estimate is deliberately generous: an
-under-estimate is what lets neighbours run each other out of memory.
+growth); a job that does not fit waits until running jobs release theirs.
+A job whose estimate exceeds what the device has is not refused on an
+estimate: it reserves the whole device (:meth:`DeviceMemory.reserve_all`,
+waiting until every other job has left) and runs alone; only an
+out-of-memory of the harness's own side while it is alone makes it
+``TOO_LARGE`` (with the numbers), never the candidate's failure. The estimate
+is deliberately generous: an under-estimate is what lets neighbours run each
+other out of memory.
 
 Estimate per workload (bytes; ``E`` = element size of the dtype)::
 
-    worker  = context + flush + params + 3 x inputs          (a live set, the poison fill: 2 x inputs)
+    worker  = context + flush + params + inputs              (a live set)
+              + min(2 x inputs, POISON_MAX)                  (the poison fill, see inputs.poison_bytes)
               + kept calls (2, or a batch's inputs and outputs: at most keep_bytes) + workspace (inputs + outputs)
     checker = context + flush + inputs + params + outputs    (library call, kept output)
               + (inputs + outputs + params) x 8 / E          (the float64 reference)
-              + outputs x 2                                  (the candidate's output copied in, compare temporaries)
+              + outputs x 8 / E x 3                          (the candidate's output upcast, compare temporaries)
 """
 
 from __future__ import annotations
@@ -30,16 +34,6 @@ CONTEXT_BYTES = 600 << 20
 """A CUDA context with PyTorch's and Triton's modules loaded (measured about 500 MB on the H200)."""
 FLUSH_BYTES = 256 << 20
 ELEM = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
-
-
-class TooLarge(Exception):
-    """The job needs more memory than the device has, even alone."""
-
-    def __init__(self, need: int, capacity: int):
-        super().__init__(f"the workload needs an estimated {need / 2**30:.1f} GiB of device memory (worker and "
-                         f"checker together) and the device has {capacity / 2**30:.1f} GiB usable; not run. Run it "
-                         "with smaller sizes (--set PROBLEM:NAME=VALUE) or on a larger GPU")
-        self.need, self.capacity = need, capacity
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,11 +57,14 @@ def _sizes(w: Any) -> tuple[int, int, int]:
 
 def estimate(w: Any, keep_bytes: int = 6 << 30) -> Estimate:
     """Peak device bytes of one workload's job; ``keep_bytes`` bounds what a timed batch keeps."""
+    from harness.execute.inputs import poison_bytes
+
     ins, outs, params = _sizes(w)
     e = ELEM.get(w.dtype, 4)
     kept = max(2 * (ins + outs), min(keep_bytes, 256 * (ins + outs)))
-    worker = CONTEXT_BYTES + FLUSH_BYTES + params + 3 * ins + kept + (ins + outs)
-    checker = CONTEXT_BYTES + FLUSH_BYTES + ins + params + outs + (ins + outs + params) * 8 // e + 2 * outs
+    worker = CONTEXT_BYTES + FLUSH_BYTES + params + ins + poison_bytes(ins) + kept + (ins + outs)
+    checker = (CONTEXT_BYTES + FLUSH_BYTES + ins + params + outs + (ins + outs + params) * 8 // e
+               + 3 * outs * 8 // e)
     return Estimate(int(worker), int(checker))
 
 
@@ -96,16 +93,35 @@ class DeviceMemory:
     def used(self) -> int:
         return self._used
 
-    def reserve(self, nbytes: int) -> None:
-        """Wait until ``nbytes`` fit beside what is reserved; TooLarge if they never can."""
+    def fits(self, nbytes: int) -> bool:
+        """Whether ``nbytes`` can ever be reserved beside others (unknown capacity: always)."""
+        return self.capacity is None or nbytes <= self.capacity
+
+    def reserve(self, nbytes: int) -> int:
+        """Wait until ``nbytes`` fit beside what is reserved; the bytes reserved (release exactly those).
+
+        More than the device has is never refused here: it becomes :meth:`reserve_all`.
+        """
         if self.capacity is None:
-            return
+            return 0
         if nbytes > self.capacity:
-            raise TooLarge(nbytes, max(0, self.capacity))
+            return self.reserve_all()
         with self._cv:
             while self._used + nbytes > self.capacity:
                 self._cv.wait()
             self._used += nbytes
+        return nbytes
+
+    def reserve_all(self) -> int:
+        """Wait until nothing else is reserved, then take the whole device (a job that runs alone)."""
+        if self.capacity is None:
+            return 0
+        whole = max(1, self.capacity)
+        with self._cv:
+            while self._used > 0:
+                self._cv.wait()
+            self._used += whole
+        return whole
 
     def release(self, nbytes: int) -> None:
         if self.capacity is None:

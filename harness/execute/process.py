@@ -191,11 +191,16 @@ class WorkerProc:
     prestarted: bool = False
 
     def close_fds(self) -> None:
-        for fd in (self.p2c_w, self.c2p_r):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        """Close the parent's pipe ends, once: a closed end is set to -1 (its number may already be reused by
+        another thread's new file, which a second close would take from it)."""
+        fds = (self.p2c_w, self.c2p_r)
+        self.p2c_w = self.c2p_r = -1
+        for fd in fds:
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
 
     def discard(self) -> None:
         """Kill it and free its pipes and scratch (a pre-started worker nobody took)."""

@@ -43,7 +43,7 @@ from harness.execute import protocol as P
 from harness.execute.channel import ChannelError, Endpoint, send_raw_json
 from harness.execute.checker_client import CheckerDied
 from harness.execute.inputs import round_seed
-from harness.execute.memory import TooLarge, estimate
+from harness.execute.memory import estimate
 from harness.execute.process import gpu_probe, kill_group, make_scratch, signame, spawn_worker, wait_briefly
 from harness.execute.scheduler import DeviceUnhealthy
 from harness.execute.task import DeviceContext, Task
@@ -90,6 +90,7 @@ class Session:
         self.results: dict[str, JobResult] = {}
         self.lock_held = ""
         self.reserved = 0
+        self.need = 0
         self.timed: list[tuple[Any, P.Context, float, float]] = []
         self._clock = time.monotonic()
         self._phases: dict[str, dict[str, float]] = {"*": {}}
@@ -128,6 +129,12 @@ class Session:
     def _fail(self, w: Any, f: judge.Failure, **kw: Any) -> None:
         if f.retry_alone and not self.t.alone and self.cuda:
             raise RetryAlone(f.message)
+        if f.retry_alone and self.cuda and f.status is Status.HARNESS_ERROR:
+            # the harness's own side (reference, library, verification) ran out of memory with the device to itself
+            f = judge.Failure(Status.TOO_LARGE, f"{f.message} -- with the device to itself (estimated peak "
+                                                f"{self.need / 2**30:.1f} GiB): the workload is too large for the "
+                                                "harness on this GPU; run it with smaller sizes (--set "
+                                                "PROBLEM:NAME=VALUE) or on a larger GPU")
         self._record(w, f.status, error=f.error, evidence=f.evidence or None, **kw)
 
     def _unfinished(self, error: dict) -> None:
@@ -172,13 +179,13 @@ class Session:
     # ------------------------------------------------------------------ the process
     def run(self) -> list[JobResult]:
         self._clock = time.monotonic()
-        need = max(estimate(w).total for w in self.t.workloads)
-        try:
-            self.dev.memory.reserve(need)
-        except TooLarge as exc:
-            self._fail_rest(Status.TOO_LARGE, {"type": "TooLarge", "message": str(exc)})
-            return [self.results[w.name] for w in self.t.workloads]
-        self.reserved = need
+        self.need = max(estimate(w).total for w in self.t.workloads)
+        if not self.dev.memory.fits(self.need) and not self.t.alone:
+            # more than the device has by the estimate: not refused on an estimate, run alone on the whole device
+            self.t = dataclasses.replace(self.t, alone=True, reason=(
+                f"its estimated peak ({self.need / 2**30:.1f} GiB, worker and checker) is more than the device's "
+                f"{max(0, self.dev.memory.capacity or 0) / 2**30:.1f} GiB usable beside other jobs"))
+        self.reserved = self.dev.memory.reserve_all() if self.t.alone else self.dev.memory.reserve(self.need)
         try:
             return self._run()
         finally:
@@ -196,6 +203,7 @@ class Session:
         self.finished = False
         key = secrets.token_bytes(32)
         reader = os.fdopen(worker.c2p_r, "rb", buffering=0)
+        worker.c2p_r = -1  # the reader owns it now: closing the number again could close another thread's new fd
         self.chan = Endpoint(reader, worker.p2c_w, key)
         self.err_buf = worker.err_buf
         retry: RetryAlone | None = None
@@ -231,8 +239,10 @@ class Session:
             self._fail_rest(Status.HARNESS_ERROR, {"type": "CheckerDied", "message": str(exc)})
         finally:
             kill_group(worker.proc)
-            self._probe_after_fault()
-            self._release()
+            try:
+                self._probe_after_fault()
+            finally:
+                self._release()
             for t in worker.drains:
                 t.join(timeout=5)
             try:
@@ -252,6 +262,8 @@ class Session:
         if self.t.attempt > 1:
             records = [r.replace(warnings=r.warnings + (f"run again alone (attempt {self.t.attempt}) after: "
                                                        f"{self.t.reason}",)) for r in records]
+        elif self.t.alone and self.t.reason:
+            records = [r.replace(warnings=r.warnings + (f"run alone: {self.t.reason}",)) for r in records]
         if self._probe is not None:
             note = (f"GPU {self.dev.gpu or 0} health probe after this fault: {self._probe.state} in "
                     f"{self._probe.seconds:.1f} s" + (f" ({self._probe.detail})" if self._probe.detail else ""))

@@ -177,7 +177,7 @@ class TimingPhase:
             W_gl.append((t1 - t0) * 1e3)
             if rep.error is not None or rep.calls != n:
                 err = rep.error or P.Error("BatchIncomplete", f"{rep.calls} of {n} calls")
-                return judge.Failure(Status.RUNTIME_ERROR, f"a timed batch failed: {err.type}: {err.message[:300]}",
+                return judge.Failure(Status.RUNTIME_ERROR, f"a timed batch failed: {err.type}: {judge.brief(err.message)}",
                                      retry_alone=rep.out_of_memory and self.s.cuda)
             for k in picks:
                 failed = self.verify(w, checker, ids[k], k, "batch", lib_excess, inputs=False)

@@ -136,7 +136,8 @@ class Worker:
         from harness.execute import guards
         from harness.execute.candidate_thread import CandidateThread, forward
         from harness.execute.handoff import export_outputs
-        from harness.execute.inputs import flatten_outputs, make_inputs, make_reference_model, poison_allocator
+        from harness.execute.inputs import (flatten_outputs, make_inputs, make_reference_model, poison_allocator,
+                                            poison_bytes)
         from harness.execute.profiling import attribute
         from harness.measure.timing import DeviceTimer, TimingConfig
         from harness.problems.loader import load_module
@@ -148,7 +149,7 @@ class Worker:
         # everything the loop calls, captured before any candidate code exists
         self.forward, self.export_outputs, self.flatten = forward, export_outputs, flatten_outputs
         self.make_inputs, self.make_reference_model, self.load_module = make_inputs, make_reference_model, load_module
-        self.attribute, self.poison = attribute, poison_allocator
+        self.attribute, self.poison, self.poison_bytes = attribute, poison_allocator, poison_bytes
         self.save, self.perf = torch.save, time.perf_counter
         self.profiler = warm["profiler"]
         if self.cuda:
@@ -286,7 +287,7 @@ class Worker:
                                    cuda_error=_is_cuda_error(exc), out_of_memory=_is_oom(exc)))
             return "stop" if _is_cuda_error(exc) else "ok"
         in_bytes = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
-        self.poison(self.device, 2 * in_bytes)
+        self.poison(self.device, self.poison_bytes(in_bytes))
         threads_before = guards.live_threads()
         children_before = _children()
         launches_before = guards.COUNTER.total

@@ -33,10 +33,19 @@ class Failure:
     evidence: dict = field(default_factory=dict)
     retry_alone: bool = False
     """The failure may have been caused by neighbours sharing the GPU (an out-of-memory): run again alone."""
+    traceback_tail: str = ""
 
     @property
     def error(self) -> dict:
-        return {"type": _error_type(self), "message": self.message, "traceback_tail": ""}
+        return {"type": _error_type(self), "message": self.message, "traceback_tail": self.traceback_tail}
+
+
+def brief(text: str, head: int = 240, tail: int = 900) -> str:
+    """A long message's start and end (an exception's own text can begin with pages of generated code and
+    end with the sentence that says what went wrong)."""
+    if len(text) <= head + tail + 20:
+        return text
+    return f"{text[:head]} [... {len(text) - head - tail} characters ...] {text[-tail:]}"
 
 
 def _error_type(f: Failure) -> str:
@@ -60,7 +69,8 @@ def judge_call(r: P.CallReport, *, dsl: str, device: str, library_aten: tuple[st
     if not r.ok:
         err = r.error or P.Error("Error", "the forward failed")
         retry = r.out_of_memory and device != "cpu"
-        return Failure(Status.RUNTIME_ERROR, f"forward raised {err.type}: {err.message[:300]}", retry_alone=retry)
+        return Failure(Status.RUNTIME_ERROR, f"forward raised {err.type}: {brief(err.message)}", retry_alone=retry,
+                       traceback_tail=(err.traceback_tail or "")[-3000:])
     if r.new_threads:
         return hack(f"forward left {r.new_threads} thread(s) running after it returned", "late_thread")
     if r.new_children:
