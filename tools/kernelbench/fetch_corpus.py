@@ -4,6 +4,7 @@ Usage::
 
     python tools/kernelbench/fetch_corpus.py --mirror adityakotha03/tritonLLM=/work/.mirror/adityakotha03+tritonLLM/repo \\
         --mirror nathanjpaek/kb-pilot=/work/.mirror/nathanjpaek+kb-pilot/repo --out corpus-subs/ [--level 1] [--dsl triton]
+        [--native-sample]    # one kernel per level-1 problem and per fifth level-2 problem (the device run's sample)
     python tools/kernelbench/fetch_corpus.py --from DIR --out corpus-subs/    # DIR/<owner>+<name>/<path>, or DIR/<path>
 
 Sources are git directories (a ``fetch``-ed mirror or any clone holding the
@@ -53,7 +54,41 @@ def read_from_folder(root: Path, repository: str, path: str) -> bytes | None:
     return None
 
 
+def _number(problem_id: str) -> int:
+    return int(problem_id.split("_", 1)[0])
+
+
+def native_sample(entries: list[dict], level2_every: int = 5) -> list[dict]:
+    """The integration sample: one kernel for each level-1 problem, and one for every ``level2_every``-th level-2
+    problem (numbers 1, 1 + k, ...).
+
+    Deterministic, and spread over DSLs and models: a level-1 problem whose number is a multiple of 4 takes a
+    TileLang kernel where one exists (Triton otherwise), the others a Triton kernel where one exists; level 2
+    alternates, starting with Triton. Among the kernels of the chosen DSL, the model is rotated by problem number,
+    so no single model's style decides the sample.
+    """
+    by_problem: dict[tuple[int, str], list[dict]] = {}
+    for e in entries:
+        by_problem.setdefault((e["level"], e["problem_id"]), []).append(e)
+    out = []
+    for (level, pid), group in sorted(by_problem.items(), key=lambda kv: (kv[0][0], _number(kv[0][1]))):
+        n = _number(pid)
+        if level == 1:
+            want = "tilelang" if n % 4 == 0 else "triton"
+        elif level == 2 and (n - 1) % level2_every == 0:
+            want = "triton" if ((n - 1) // level2_every) % 2 == 0 else "tilelang"
+        else:
+            continue
+        pool = [e for e in group if e["dsl"] == want] or group
+        models = sorted({e["model"] for e in pool})
+        model = models[n % len(models)]
+        out.append(sorted((e for e in pool if e["model"] == model), key=lambda e: e["path"])[0])
+    return out
+
+
 def select(entries: list[dict], args: argparse.Namespace) -> list[dict]:
+    if getattr(args, "native_sample", False):
+        entries = native_sample(entries)
     out = [e for e in entries if (args.level is None or e["level"] == args.level)
            and (args.dsl is None or e["dsl"] == args.dsl)
            and (not args.repository or e["repository"] in args.repository)]
@@ -109,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dsl", choices=("triton", "tilelang"))
     ap.add_argument("--repository", action="append", help="only this OWNER/NAME (repeatable)")
     ap.add_argument("--limit", type=int, help="at most this many files")
+    ap.add_argument("--native-sample", action="store_true",
+                    help="only the integration sample: one kernel per level-1 problem and per fifth level-2 problem "
+                         "(see native_sample)")
     args = ap.parse_args(argv)
     if not args.mirror and not args.from_dir:
         ap.error("give --mirror OWNER/NAME=GITDIR (repeatable) or --from DIR")

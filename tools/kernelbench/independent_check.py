@@ -242,11 +242,27 @@ def _versions() -> dict:
     return out
 
 
+def _tolerance(tolerance: str, precision: str) -> float:
+    return KB_TOLERANCE[precision] if tolerance == "precision" else float(tolerance)
+
+
+def kernel_precision(kernel: Path, precision: str) -> str:
+    """``precision``, or for ``auto`` fp16 for a TileLang kernel (KernelBench's evaluator runs TileLang in fp16/bf16
+    only) and fp32 for the rest."""
+    if precision != "auto":
+        return precision
+    text = kernel.read_text(encoding="utf-8", errors="replace")
+    return "fp16" if "import tilelang" in text or "from tilelang" in text else "fp32"
+
+
 def run_pair(problem: Path, kernel: Path, args: argparse.Namespace) -> dict:
     """One fresh subprocess for one pair; its record (crashes and timeouts become status 'error')."""
+    precision = kernel_precision(kernel, args.precision)
+    atol = args.atol if args.atol is not None else _tolerance(args.tolerance, precision)
+    rtol = args.rtol if args.rtol is not None else atol
     cmd = [sys.executable, str(Path(__file__).resolve()), "--one", str(problem), str(kernel), "--device", args.device,
-           "--precision", args.precision, "--trials", str(args.trials), "--atol", repr(args.atol),
-           "--rtol", repr(args.rtol)] + (["--no-timing"] if args.no_timing else [])
+           "--precision", precision, "--trials", str(args.trials), "--atol", repr(atol),
+           "--rtol", repr(rtol)] + (["--no-timing"] if args.no_timing else [])
     env = dict(os.environ)
     if args.device == "cpu":
         env["TRITON_INTERPRET"] = "1"
@@ -262,22 +278,42 @@ def run_pair(problem: Path, kernel: Path, args: argparse.Namespace) -> dict:
                    "stderr_tail": proc.stderr[-1500:]}
         else:
             rec = json.loads(line[len("KB_CHECK_RESULT "):])
-    rec.update(problem=str(problem), kernel=str(kernel), device=args.device, precision=args.precision,
-               atol=args.atol, rtol=args.rtol, seconds=round(time.monotonic() - t0, 3))
+    rec.update(problem=str(problem), kernel=str(kernel), device=args.device, precision=precision,
+               atol=atol, rtol=rtol, seconds=round(time.monotonic() - t0, 3))
     return rec
+
+
+def run_all(pairs: list[tuple[Path, Path]], one, jobs: int, sink) -> dict[str, int]:
+    """``one(problem, kernel)`` for every pair, ``jobs`` at a time (each a subprocess of its own), writing each
+    record to ``sink`` as it finishes; the count of records per status."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    counts: dict[str, int] = {}
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = [pool.submit(one, problem, kernel) for problem, kernel in pairs]
+        for fut in as_completed(futures):
+            rec = fut.result()
+            counts[rec["status"]] = counts.get(rec["status"], 0) + 1
+            sink.write(json.dumps(rec, sort_keys=True, default=str) + "\n")
+            sink.flush()
+    return counts
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Check KernelBench kernels the way KernelBench does, independently of "
                                              "KernelGate (fresh process per kernel, torch.allclose, do_bench).")
     ap.add_argument("--problems", type=Path, help="folder of KernelBench problem files (e.g. KernelBench/level1)")
-    ap.add_argument("--kernels", type=Path, help="folder of kernel files to pair with them by name")
+    ap.add_argument("--kernels", type=Path, action="append", default=[],
+                    help="folder of kernel files to pair with them by name (repeatable)")
     ap.add_argument("--pair", nargs=2, action="append", metavar=("PROBLEM", "KERNEL"), default=[],
                     help="one problem file and one kernel file (repeatable)")
+    ap.add_argument("--jobs", type=int, default=1, help="kernels checked at once, each in its own process "
+                                                       "(default 1; on one GPU they share its memory)")
     ap.add_argument("--out", type=Path, help="JSON lines file to append to (default: stdout)")
     ap.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available); cpu runs Triton "
                                                    "under TRITON_INTERPRET=1 and skips timing")
-    ap.add_argument("--precision", choices=sorted(KB_TOLERANCE), default="fp32")
+    ap.add_argument("--precision", choices=sorted(KB_TOLERANCE) + ["auto"], default="fp32",
+                    help="the dtype every input is cast to; auto: fp16 for TileLang kernels, fp32 for the rest")
     ap.add_argument("--tolerance", default="1e-2", help="atol = rtol; a number (default 1e-2, KernelBench v0.1) "
                                                         "or 'precision' (KernelBench's current table: fp32 1e-4, "
                                                         "fp16/bf16 1e-2)")
@@ -295,10 +331,9 @@ def main(argv: list[str] | None = None) -> int:
             args.device = "cuda" if torch.cuda.is_available() else "cpu"
         except ImportError:
             ap.error("torch is not installed")
-    if args.atol is None:
-        tol = KB_TOLERANCE[args.precision] if args.tolerance == "precision" else float(args.tolerance)
-        args.atol = args.rtol = tol
     if args.one:
+        if args.atol is None:
+            args.atol = args.rtol = _tolerance(args.tolerance, args.precision)
         return _child(args)
 
     pairs = [(Path(p), Path(k)) for p, k in args.pair]
@@ -306,8 +341,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.problems or args.kernels:
         if not (args.problems and args.kernels):
             ap.error("--problems and --kernels go together")
-        found, notes = pair_files(args.problems, args.kernels)
-        pairs += found
+        for folder in args.kernels:
+            found, skipped = pair_files(args.problems, folder)
+            pairs += found
+            notes += skipped
     if not pairs:
         ap.error("nothing to check: give --problems DIR --kernels DIR or --pair PROBLEM KERNEL"
                  + (f" ({len(notes)} kernel file(s) unpaired: {notes[0]})" if notes else ""))
@@ -315,13 +352,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"independent_check: skipped {note}", file=sys.stderr)
     versions = _versions()
     sink = open(args.out, "a", encoding="utf-8") if args.out else sys.stdout  # noqa: SIM115 - closed below
-    counts: dict[str, int] = {}
     try:
-        for problem, kernel in pairs:
-            rec = {**run_pair(problem, kernel, args), **versions}
-            counts[rec["status"]] = counts.get(rec["status"], 0) + 1
-            sink.write(json.dumps(rec, sort_keys=True, default=str) + "\n")
-            sink.flush()
+        counts = run_all(pairs, lambda p, k: {**run_pair(p, k, args), **versions}, args.jobs, sink)
     finally:
         if sink is not sys.stdout:
             sink.close()

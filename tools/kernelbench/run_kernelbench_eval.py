@@ -29,7 +29,7 @@ import types
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from independent_check import pair_files  # noqa: E402 - same folder (no harness import)
+from independent_check import pair_files, run_all  # noqa: E402 - same folder (no harness import)
 
 _STAND_INS = {"openai": ("OpenAI",), "litellm": ("completion",), "dotenv": ("load_dotenv",)}
 
@@ -47,6 +47,12 @@ def _stand_in_missing() -> list[str]:
             sys.modules[name] = mod
             missing.append(name)
     return missing
+
+
+def _dsl_of(kernel: Path) -> str:
+    """KernelBench's backend name for a kernel file, from its imports."""
+    text = kernel.read_text(encoding="utf-8", errors="replace")
+    return "tilelang" if "import tilelang" in text or "from tilelang" in text else "triton"
 
 
 def _child(args: argparse.Namespace) -> int:
@@ -82,11 +88,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kernelbench", required=True, type=Path, help="KernelBench repository root (holds src/kernelbench)")
     ap.add_argument("--problems", type=Path)
-    ap.add_argument("--kernels", type=Path)
+    ap.add_argument("--kernels", type=Path, action="append", default=[], help="repeatable")
+    ap.add_argument("--jobs", type=int, default=1, help="pairs evaluated at once, each in its own process (default 1, "
+                                                       "as KernelBench's own script on one GPU)")
     ap.add_argument("--pair", nargs=2, action="append", default=[], metavar=("PROBLEM", "KERNEL"))
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--backend", default="triton", help="cuda, triton, tilelang, cute, ... (KernelBench's names)")
-    ap.add_argument("--precision", default="fp32", choices=("fp32", "fp16", "bf16"))
+    ap.add_argument("--backend", default="triton", help="cuda, triton, tilelang, cute, ... (KernelBench's names); "
+                                                        "auto: triton or tilelang by the kernel's imports")
+    ap.add_argument("--precision", default="fp32", choices=("fp32", "fp16", "bf16", "auto"),
+                    help="auto: fp16 for TileLang kernels (the evaluator allows it no other), else fp32")
     ap.add_argument("--timing-method", default="cuda_event", help="KernelBench's timing.get_timing_function names")
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--perf-trials", type=int, default=100)
@@ -99,32 +109,39 @@ def main(argv: list[str] | None = None) -> int:
     if args.one:
         return _child(args)
     pairs = [(Path(p), Path(k)) for p, k in args.pair]
-    if args.problems and args.kernels:
-        found, notes = pair_files(args.problems, args.kernels)
+    for folder in args.kernels if args.problems else ():
+        found, notes = pair_files(args.problems, folder)
         pairs += found
         for note in notes:
             print(f"run_kernelbench_eval: skipped {note}", file=sys.stderr)
     if not pairs:
         ap.error("nothing to evaluate: give --problems DIR --kernels DIR or --pair PROBLEM KERNEL")
+
+    def one(problem: Path, kernel: Path) -> dict:
+        backend = args.backend if args.backend != "auto" else _dsl_of(kernel)
+        precision = args.precision if args.precision != "auto" else ("fp16" if backend == "tilelang" else "fp32")
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--one", str(problem), str(kernel),
+               "--kernelbench", str(args.kernelbench), "--out", str(args.out), "--backend", backend,
+               "--precision", precision, "--timing-method", args.timing_method, "--trials", str(args.trials),
+               "--perf-trials", str(args.perf_trials)] + (["--no-timing"] if args.no_timing else [])
+        t0 = time.monotonic()
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=dict(os.environ),
+                                  stdin=subprocess.DEVNULL)
+            line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("KB_EVAL_RESULT ")), None)
+            rec = json.loads(line[len("KB_EVAL_RESULT "):]) if line else {
+                "status": "error", "error": f"exit code {proc.returncode}, no result", "stderr_tail": proc.stderr[-1500:]}
+        except subprocess.TimeoutExpired:
+            rec = {"status": "error", "error": f"timed out after {args.timeout:g} s"}
+        rec.update(problem=str(problem), kernel=str(kernel), backend=backend, precision=precision,
+                   seconds=round(time.monotonic() - t0, 3))
+        return rec
+
+    t0 = time.monotonic()
     with open(args.out, "a", encoding="utf-8") as sink:
-        for problem, kernel in pairs:
-            cmd = [sys.executable, str(Path(__file__).resolve()), "--one", str(problem), str(kernel),
-                   "--kernelbench", str(args.kernelbench), "--out", str(args.out), "--backend", args.backend,
-                   "--precision", args.precision, "--timing-method", args.timing_method, "--trials", str(args.trials),
-                   "--perf-trials", str(args.perf_trials)] + (["--no-timing"] if args.no_timing else [])
-            t0 = time.monotonic()
-            try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=dict(os.environ),
-                                      stdin=subprocess.DEVNULL)
-                line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("KB_EVAL_RESULT ")), None)
-                rec = json.loads(line[len("KB_EVAL_RESULT "):]) if line else {
-                    "status": "error", "error": f"exit code {proc.returncode}, no result", "stderr_tail": proc.stderr[-1500:]}
-            except subprocess.TimeoutExpired:
-                rec = {"status": "error", "error": f"timed out after {args.timeout:g} s"}
-            rec.update(problem=str(problem), kernel=str(kernel), backend=args.backend, precision=args.precision,
-                       seconds=round(time.monotonic() - t0, 3))
-            sink.write(json.dumps(rec, sort_keys=True, default=str) + "\n")
-            sink.flush()
+        counts = run_all(pairs, one, args.jobs, sink)
+    print(f"run_kernelbench_eval: {len(pairs)} pair(s) in {time.monotonic() - t0:.1f} s with {args.jobs} job(s): "
+          + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), file=sys.stderr)
     return 0
 
 
