@@ -42,7 +42,7 @@ class Status(str, enum.Enum):
     TIMEOUT = "TIMEOUT"
     REWARD_HACK = "REWARD_HACK"
     HARNESS_ERROR = "HARNESS_ERROR"  # the harness itself failed; not the candidate's fault
-    TOO_LARGE = "TOO_LARGE"  # the workload cannot fit on the device even alone; not run, not the candidate's fault
+    TOO_LARGE = "TOO_LARGE"  # the harness's own side ran out of device memory with the device to itself; not the candidate's fault
 
     @property
     def is_harness_fault(self) -> bool:
