@@ -1,13 +1,15 @@
 """GPU memory as a scheduled resource: what a job needs, and admission that waits until it fits.
 
-Before a candidate's session runs on a device it reserves the device memory
-its job will need at peak (:func:`estimate`): the worker's and the
+When a candidate's worker first asks for the device (after the candidate
+imported and its model was built, so a file that fails there never waits),
+its session reserves the device memory its job will need at peak (:func:`estimate`): the worker's and the
 checker's share for the largest of its workloads. Reservations on one device
 never exceed its capacity minus a margin (fragmentation, the CUDA contexts'
 growth); a job that does not fit waits until running jobs release theirs.
 A job whose estimate exceeds what the device has is not refused on an
 estimate: it reserves the whole device (:meth:`DeviceMemory.reserve_all`,
-waiting until every other job has left) and runs alone; only an
+waiting until every other job has left, while new ones wait behind it) and
+runs alone; only an
 out-of-memory of the harness's own side while it is alone makes it
 ``TOO_LARGE`` (with the numbers), never the candidate's failure. The estimate
 is deliberately generous: an under-estimate is what lets neighbours run each
@@ -87,6 +89,7 @@ class DeviceMemory:
     def __init__(self, capacity: int | None, margin: float = 0.1, fixed: int = 0):
         self.capacity = None if capacity is None else int(capacity * (1 - margin)) - fixed
         self._used = 0
+        self._waiting_all = 0
         self._cv = threading.Condition()
 
     @property
@@ -107,7 +110,7 @@ class DeviceMemory:
         if nbytes > self.capacity:
             return self.reserve_all()
         with self._cv:
-            while self._used + nbytes > self.capacity:
+            while self._used + nbytes > self.capacity or self._waiting_all:
                 self._cv.wait()
             self._used += nbytes
         return nbytes
@@ -118,9 +121,14 @@ class DeviceMemory:
             return 0
         whole = max(1, self.capacity)
         with self._cv:
-            while self._used > 0:
-                self._cv.wait()
+            self._waiting_all += 1  # new reservations wait behind it, or a stream of small jobs would starve it
+            try:
+                while self._used > 0:
+                    self._cv.wait()
+            finally:
+                self._waiting_all -= 1
             self._used += whole
+            self._cv.notify_all()
         return whole
 
     def release(self, nbytes: int) -> None:

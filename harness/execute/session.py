@@ -91,6 +91,7 @@ class Session:
         self.lock_held = ""
         self.reserved = 0
         self.need = 0
+        self._memory_asked = False
         self.timed: list[tuple[Any, P.Context, float, float]] = []
         self._clock = time.monotonic()
         self._phases: dict[str, dict[str, float]] = {"*": {}}
@@ -180,16 +181,25 @@ class Session:
     def run(self) -> list[JobResult]:
         self._clock = time.monotonic()
         self.need = max(estimate(w).total for w in self.t.workloads)
+        try:
+            return self._run()
+        finally:
+            self.dev.memory.release(self.reserved)
+            self.reserved = 0
+
+    def _reserve_memory(self) -> None:
+        """Reserve the job's device memory, once, when the worker first asks for the device: after the candidate
+        imported and built, so one that fails there never waits for memory (or, if oversized, for the whole
+        device)."""
+        if self._memory_asked:
+            return
+        self._memory_asked = True
         if not self.dev.memory.fits(self.need) and not self.t.alone:
             # more than the device has by the estimate: not refused on an estimate, run alone on the whole device
             self.t = dataclasses.replace(self.t, alone=True, reason=(
                 f"its estimated peak ({self.need / 2**30:.1f} GiB, worker and checker) is more than the device's "
                 f"{max(0, self.dev.memory.capacity or 0) / 2**30:.1f} GiB usable beside other jobs"))
         self.reserved = self.dev.memory.reserve_all() if self.t.alone else self.dev.memory.reserve(self.need)
-        try:
-            return self._run()
-        finally:
-            self.dev.memory.release(self.reserved)
 
     def _run(self) -> list[JobResult]:
         worker = self.dev.pool.take() if self.dev.pool is not None else None
@@ -356,6 +366,7 @@ class Session:
             if w is None:
                 raise P.ProtocolError(f"want_device for unknown workload {msg.workload[:60]!r}")
             self._lap(w.name, "build_s")
+            self._reserve_memory()
             self._acquire("exclusive" if msg.exclusive_first_round else "shared")
             self._lap(w.name, "wait_s")
             try:

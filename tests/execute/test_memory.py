@@ -80,3 +80,45 @@ def test_unknown_capacity_admits_everything():
     mem = DeviceMemory(None)
     assert mem.fits(1 << 50)
     mem.release(mem.reserve(1 << 50))
+
+
+def test_a_job_waiting_for_the_whole_device_is_not_starved_by_small_ones():
+    mem = DeviceMemory(10 << 30, margin=0.0)
+    first = mem.reserve(1 << 30)
+    order = []
+    big = threading.Thread(target=lambda: (mem.reserve_all(), order.append("big")))
+    big.start()
+    time.sleep(0.2)
+    small = threading.Thread(target=lambda: (mem.reserve(1 << 30), order.append("small")))
+    small.start()
+    time.sleep(0.2)
+    assert order == []  # the small job fits, but waits behind the whole-device job
+    mem.release(first)
+    big.join(timeout=5)
+    time.sleep(0.2)
+    assert order == ["big"]
+    mem.release(mem.capacity)
+    small.join(timeout=5)
+    assert order == ["big", "small"]
+
+
+def test_a_session_reserves_once_when_the_worker_first_asks_for_the_device_and_oversized_runs_alone():
+    """Memory is reserved at the first want_device (after import and build): a candidate that fails to import
+    never waits for memory; an estimate over the device makes the task alone instead of refused."""
+    import dataclasses as dc
+
+    from harness.execute.session import Session
+
+    @dc.dataclass(frozen=True)
+    class T:
+        alone: bool = False
+        reason: str = ""
+
+    for need, alone in ((2 << 30, False), (50 << 30, True)):
+        s = Session.__new__(Session)
+        s.t, s.need, s.reserved, s._memory_asked = T(), need, 0, False
+        s.dev = SimpleNamespace(memory=DeviceMemory(10 << 30, margin=0.0))
+        s._reserve_memory()
+        s._reserve_memory()
+        assert s.t.alone is alone and s.dev.memory.used == (s.dev.memory.capacity if alone else need)
+        assert ("more than the device" in s.t.reason) is alone
