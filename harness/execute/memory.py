@@ -22,7 +22,7 @@ Estimate per workload (bytes; ``E`` = element size of the dtype)::
               + kept calls (2, or a batch's inputs and outputs: at most keep_bytes) + workspace (inputs + outputs)
     checker = context + flush + inputs + params + outputs    (library call, kept output)
               + (inputs + outputs + params) x 8 / E          (the float64 reference)
-              + outputs x 8 / E x 3                          (the candidate's output upcast, compare temporaries)
+              + outputs x 8 / E x 3                          (slack for the reference model's own float64 temporaries)
 """
 
 from __future__ import annotations
