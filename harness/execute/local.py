@@ -22,7 +22,7 @@ from typing import Any, Callable
 from harness.execute.checker import cache_limit_bytes as checker_cache_bytes
 from harness.execute.checker_client import CheckerPool
 from harness.execute.gate import DeviceGate
-from harness.execute.memory import CONTEXT_BYTES, DeviceMemory, device_capacity
+from harness.execute.memory import CONTEXT_BYTES, DeviceMemory, device_capacity, fake_capacity
 from harness.execute.options import RunOptions
 from harness.execute.pool import Demand, WorkerPool
 from harness.execute.process import gpu_probe
@@ -59,7 +59,9 @@ class LocalExecutor:
             tag = "cpu" if g is None else str(g)
             # every process's CUDA context, and each checker's bounded reference cache
             fixed = CONTEXT_BYTES * (pool_size + slots + self.per_device) + slots * checker_cache_bytes()
-            memory = DeviceMemory(device_capacity(g) if opts.device == "cuda" else None, opts.memory_margin, fixed)
+            # on the CPU path only a fake capacity (KERNELGATE_FAKE_DEVICE_MEMORY_GB, for tests) is admitted against
+            capacity = device_capacity(g) if opts.device == "cuda" else fake_capacity()
+            memory = DeviceMemory(capacity, opts.memory_margin, fixed)
             pool = (WorkerPool(opts, g, root, run_id[:8], problem_paths, pool_size, tilelang, self.demand)
                     if opts.prestart and expected_tasks else None)
             self.checker_dirs.append(root / f"checker-{run_id[:8]}-{tag}")

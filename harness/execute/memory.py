@@ -70,11 +70,17 @@ def estimate(w: Any, keep_bytes: int = 6 << 30) -> Estimate:
     return Estimate(int(worker), int(checker))
 
 
+def fake_capacity() -> int | None:
+    """``KERNELGATE_FAKE_DEVICE_MEMORY_GB`` in bytes (tests: admission on the CPU path, a small GPU), else None."""
+    fake = os.environ.get("KERNELGATE_FAKE_DEVICE_MEMORY_GB")
+    return int(float(fake) * 2**30) if fake else None
+
+
 def device_capacity(gpu: int | None) -> int | None:
     """Bytes of device memory (``KERNELGATE_FAKE_DEVICE_MEMORY_GB`` overrides, for tests), None if unknown."""
-    fake = os.environ.get("KERNELGATE_FAKE_DEVICE_MEMORY_GB")
-    if fake:
-        return int(float(fake) * 2**30)
+    fake = fake_capacity()
+    if fake is not None:
+        return fake
     from harness.env import query_gpus
 
     for g in query_gpus():
