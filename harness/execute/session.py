@@ -182,6 +182,8 @@ class Session:
         self._clock = time.monotonic()
         self.need = max(estimate(w).total for w in self.t.workloads)
         try:
+            if self.t.alone:  # a retry after an out-of-memory: the device is drained before the model is even built
+                self._reserve_memory()
             return self._run()
         finally:
             self.dev.memory.release(self.reserved)
