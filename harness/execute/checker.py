@@ -436,7 +436,7 @@ def main() -> int:
                                  traceback_tail=traceback.format_exc()[-3000:], out_of_memory=oom)
         out.write(json.dumps(P.encode(reply)) + "\n")
         out.flush()
-        if isinstance(reply, P.ErrorReply) or not isinstance(reply, (P.LibSampleReply, P.BatchReply)):
+        if not isinstance(reply, (P.LibSampleReply, P.BatchReply)):
             _trim()  # not between timed library samples: their allocations are reused from the cache
     return 0
 

@@ -2,18 +2,18 @@
 
 When a candidate's worker first asks for the device (after the candidate
 imported and its model was built, so a file that fails there never waits),
-its session reserves the device memory its job will need at peak (:func:`estimate`): the worker's and the
-checker's share for the largest of its workloads. Reservations on one device
-never exceed its capacity minus a margin (fragmentation, the CUDA contexts'
-growth); a job that does not fit waits until running jobs release theirs.
-A job whose estimate exceeds what the device has is not refused on an
-estimate: it reserves the whole device (:meth:`DeviceMemory.reserve_all`,
-waiting until every other job has left, while new ones wait behind it) and
-runs alone; only an
-out-of-memory of the harness's own side while it is alone makes it
-``TOO_LARGE`` (with the numbers), never the candidate's failure. The estimate
-is deliberately generous: an under-estimate is what lets neighbours run each
-other out of memory.
+its session reserves the device memory its job will need at peak
+(:func:`estimate`): the worker's and the checker's share for the largest of
+its workloads. Reservations on one device never exceed its capacity minus a
+margin (fragmentation, the CUDA contexts' growth); a job that does not fit
+waits until running jobs release theirs. A job whose estimate exceeds what
+the device has is not refused on an estimate: it reserves the whole device
+(:meth:`DeviceMemory.reserve_all`, waiting until every other job has left,
+while new ones wait behind it) and runs alone; only an out-of-memory of the
+harness's own side while it is alone makes it ``TOO_LARGE`` (with the
+numbers), never the candidate's failure. The estimate is deliberately
+generous: an under-estimate is what lets neighbours run each other out of
+memory.
 
 Estimate per workload (bytes; ``E`` = element size of the dtype)::
 
