@@ -264,17 +264,20 @@ def lib_sample(req: P.LibSample) -> P.LibSampleReply:
 
     from harness.execute.inputs import flatten_outputs, poison_allocator, poison_bytes
 
+    t0 = time.perf_counter()
     b = _baseline(req.ctx)
     _flags(req.ctx)
     timer = _timer(req.ctx.device)
     inputs = _inputs(req.ctx, b.module, req.seed, req.transform)
     poison_allocator(req.ctx.device, poison_bytes(sum(x.numel() * x.element_size() for x in inputs
                                                       if isinstance(x, torch.Tensor))))
+    prep_us = (time.perf_counter() - t0) * 1e6
     seed = _fwd_seed(req.ctx, req.seed)
     out, stream_ms, device_ms, enq = timer.timed_call(lambda: b.thread.run(forward, b.model, inputs, seed), req.hold_us)
     if req.keep_id is not None:
         _KEPT[req.keep_id] = ([t.detach() for t in flatten_outputs(out)], req.ctx, req.seed, req.transform)
-    return P.LibSampleReply(stream_ms=stream_ms, device_ms=device_ms, enqueue_us=enq)
+    return P.LibSampleReply(stream_ms=stream_ms, device_ms=device_ms, enqueue_us=enq, prep_us=prep_us,
+                            wall_us=(time.perf_counter() - t0) * 1e6)
 
 
 def verify(req: P.Verify) -> P.VerifyReply:

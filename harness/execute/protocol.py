@@ -391,6 +391,10 @@ class CallReport:
     lowered_sources: tuple[str, ...] | None = None
     audit_blocked: tuple[str, ...] = ()
     """Audit-hook refusals since the last report (e.g. ``ctypes.dlopen``): each one is a cheat attempt."""
+    prep_us: float = 0.0
+    """Host time making the call's inputs and poisoning the allocator (diagnostics only: where a pair's time goes)."""
+    wall_us: float = 0.0
+    """Host time of the whole call, from the Call's arrival to this report (diagnostics only)."""
 
 
 @message("handoff_report")
@@ -526,6 +530,9 @@ class LibSampleReply:
     stream_ms: float
     device_ms: float
     enqueue_us: float
+    prep_us: float = 0.0
+    """As :attr:`CallReport.prep_us`, on the library's side."""
+    wall_us: float = 0.0
 
 
 @message("verify")

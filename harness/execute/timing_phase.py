@@ -72,6 +72,7 @@ class TimingPhase:
             tr = self.s._rng.randrange(len(ROUND_TRANSFORMS))
             check = i in positions
             rep = self.s._call(cid, seed, tr, hold, release=release)
+            t_lib = time.monotonic()
             failed = self.s._judge_call(rep)
             if failed is not None:
                 return failed
@@ -80,6 +81,7 @@ class TimingPhase:
             if isinstance(lib, P.ErrorReply):
                 return judge.Failure(Status.HARNESS_ERROR, f"the library could not be timed: {lib.detail}",
                                      retry_alone=lib.out_of_memory)
+            self._account(w.name, t_pair, t_lib, time.monotonic(), rep, lib, hold)
             hold = hold_for(max(rep.enqueue_us, lib.enqueue_us))
             if check:
                 t_v = time.monotonic()
@@ -108,6 +110,20 @@ class TimingPhase:
         self.s._send(P.Release(call_ids=release))
         cand_ms, lib_ms, note = choose_windows(cand_ms, cand_dev, lib_ms, lib_dev)
         return cand_ms, lib_ms, cand_enq, checks, limit, note
+
+    def _account(self, key: str, t0: float, t1: float, t2: float, rep: P.CallReport, lib: P.LibSampleReply,
+                 hold_us: float) -> None:
+        """Where one pair's time went (``phase_s``: diagnostics; the worker's numbers are its claims)."""
+        add = self.s._add
+        add(key, "pair_call_s", t1 - t0)
+        add(key, "pair_lib_s", t2 - t1)
+        add(key, "call_wall_s", rep.wall_us / 1e6)
+        add(key, "lib_wall_s", lib.wall_us / 1e6)
+        add(key, "call_prep_s", rep.prep_us / 1e6)
+        add(key, "lib_prep_s", lib.prep_us / 1e6)
+        add(key, "call_kernel_s", rep.stream_ms / 1e3)
+        add(key, "lib_kernel_s", lib.stream_ms / 1e3)
+        add(key, "hold_s", 2 * hold_us / 1e6)
 
     def verify(self, w: Any, checker: Any, cid: int, position: int, phase: str, lib_excess: float,
                 inputs: bool) -> judge.Failure | None:

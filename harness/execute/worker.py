@@ -280,6 +280,7 @@ class Worker:
 
     def call(self, model: Any, module: Any, w: P.WorkloadSpec, msg: P.Call, fwd_seed: bool) -> str:
         torch, guards, spec = self.torch, self.guards, self.spec
+        t_start = time.perf_counter()
         try:
             inputs = self.make_inputs(module, w.dtype, self.device, msg.seed, msg.transform, spec.input_transform)
         except BaseException as exc:  # noqa: BLE001 - e.g. a CUDA error left behind by the candidate
@@ -288,6 +289,7 @@ class Worker:
             return "stop" if _is_cuda_error(exc) else "ok"
         in_bytes = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
         self.poison(self.device, self.poison_bytes(in_bytes))
+        prep_us = (time.perf_counter() - t_start) * 1e6
         threads_before = guards.live_threads()
         children_before = _children()
         launches_before = guards.COUNTER.total
@@ -319,8 +321,9 @@ class Worker:
             new_threads=len(guards.live_threads() - threads_before - self.threads_ok),
             new_children=len(_children() - children_before),
             output_types=tuple(type(o).__module__ + "." + type(o).__qualname__ for o in outs)[:64],
-            audit_blocked=self.audit.take(),
+            audit_blocked=self.audit.take(), prep_us=prep_us,
         )
+        report["wall_us"] = (time.perf_counter() - t_start) * 1e6
         self.send(P.CallReport(**report))
         return "ok"
 

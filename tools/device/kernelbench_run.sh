@@ -6,7 +6,8 @@
 #          kernels through the independent checker (tools/kernelbench/independent_check.py: fresh process per
 #          kernel, KernelBench's allclose, correctness only);
 #   part2: the same kernels through KernelBench's own evaluator (eval_kernel_against_ref, with its timing), with
-#          its wall time.
+#          its wall time;
+#   check: the independent checker alone on the same kernels (when part1's budget ended inside it).
 # The inputs travel in .kb/ (ignored by git; carried): .kb/KernelBench/level{1,2} and .kb/src from a KernelBench
 # checkout at the commit named in tools/kernelbench/README.md, and .kb/sample from
 #   python tools/kernelbench/fetch_corpus.py --mirror ... --out .kb/sample --native-sample
@@ -15,7 +16,7 @@
 # KernelBench's evaluator imports and the device image lacks):
 #   bash tools/device/kernelbench_run.sh part1      then      bash tools/device/kernelbench_run.sh part2
 set -uo pipefail
-part="${1:?part1 or part2}"
+part="${1:?part1, part2 or check}"
 OUT="${OUT:-/tmp/kg-out}"
 t0=$(date +%s)
 export KERNELGATE_CACHE=/tmp/kg-cache
@@ -42,6 +43,8 @@ if [ "$part" = part1 ]; then
   tail -4 "$OUT/kg_tilelang.txt"
   for k in triton tilelang; do cp "$OUT/kg_$k/results.jsonl" "$OUT/kg_${k}_results.jsonl" 2>/dev/null; done
   rm -rf "$OUT/kg_triton" "$OUT/kg_tilelang" "$OUT/cache"
+fi
+if [ "$part" = part1 ] || [ "$part" = check ]; then
   stamp "independent checker (KernelBench's protocol, no KernelGate import), 6 at a time"
   /usr/bin/time -f "wall %e s" timeout "$(budget ${KG_T3:-575})" python3 tools/kernelbench/independent_check.py \
     --problems .kb/KernelBench $(printf -- '--kernels %s ' "${triton[@]}" "${tilelang[@]}") \
@@ -50,7 +53,8 @@ if [ "$part" = part1 ]; then
   tail -3 "$OUT/independent.txt"
   python3 tools/kernelbench/agreement.py --kernelgate "$OUT"/kg_*_results.jsonl --independent "$OUT/independent.jsonl" \
     2>&1 | head -8
-else
+fi
+if [ "$part" = part2 ]; then
   stamp "KernelBench's evaluator, 6 at a time"
   # its pydantic (and pydantic's needs) travel as wheels in .whl (carried), installed for this command only
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/kbsite .whl/*.whl

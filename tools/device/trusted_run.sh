@@ -5,12 +5,14 @@
 #           (tests/execute/fixtures/{mixed,hostile,exploits}) with the status each must get;
 #   part 2: the whole bundled suite (--quick, 12 jobs: evaluations per GPU-hour), then the Triton
 #           references of 10 problems one at a time and 12 at a time (full protocol: harness overhead
-#           per candidate, and the seq-vs-pipelined repeatability of the medians).
+#           per candidate, and the seq-vs-pipelined repeatability of the medians);
+#   trace:  the same 10 problems one at a time only, then where each alternating pair's time went
+#           (tools/pair_costs.py: round trips, inputs, kernels, holds), about 2 minutes.
 # Usage on the device machine, from the repo root, carrying .device (TileLang):
 #   bash tools/device/trusted_run.sh part1      then      bash tools/device/trusted_run.sh part2
 # The calibration is cached under /tmp/kg-cache, so part 2 on the same (warm) machine reuses it.
 set -uo pipefail
-part="${1:?part1 or part2}"
+part="${1:?part1, part2 or trace}"
 OUT="${OUT:-/tmp/kg-out}"
 t0=$(date +%s)
 export KERNELGATE_CACHE=/tmp/kg-cache
@@ -27,12 +29,23 @@ if [ "$part" = part1 ]; then
   timeout $(( 570 - ($(date +%s) - t0) )) python3 -m harness run tests/execute/fixtures/mixed \
     tests/execute/fixtures/hostile tests/execute/fixtures/exploits --device cuda --tags smoke --out "$OUT/fixtures" \
     --scratch $scratch/f --jobs 16 --quick --yes-execute --no-progress --round-timeout 15 --compile-timeout 90 \
+    --timing-timeout 30 \
     > "$OUT/fixtures.txt" 2>&1
   echo "fixtures exit $?" >> "$OUT/fixtures.txt"
   python3 tools/check_fixture_statuses.py "$OUT/fixtures" > "$OUT/fixture_statuses.txt" 2>&1
   cp "$OUT/fixtures/results.jsonl" "$OUT/fixtures_results.jsonl" 2>/dev/null
   rm -rf "$OUT/fixtures"
   tail -80 "$OUT/fixture_statuses.txt"
+elif [ "$part" = trace ]; then
+  stamp "bench (10 problems, one at a time)"
+  timeout 200 python3 tools/benchmark_throughput.py --configs seq:1:0 --out "$OUT/trace" \
+    --folders submissions/triton-reference --only layernorm --only rmsnorm --only softmax --only sum_dim \
+    --only conv2d_1x1 --only depthwise_conv2d --only gemm_square --only bmm --only gelu --only swiglu \
+    --extra --scratch $scratch/b --compile-timeout 300 > "$OUT/trace.txt" 2>&1
+  python3 tools/pair_costs.py "$OUT/trace/seq" > "$OUT/pair_costs.txt" 2>&1
+  cp "$OUT/trace/seq/results.jsonl" "$OUT/trace_seq_results.jsonl" 2>/dev/null
+  rm -rf "$OUT/trace"
+  tail -4 "$OUT/trace.txt"; cat "$OUT/pair_costs.txt"
 else
   stamp "suite"
   timeout 220 python3 tools/benchmark_throughput.py --configs one:12:0 --out "$OUT/suite" \
