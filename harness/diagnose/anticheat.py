@@ -126,6 +126,11 @@ _MUTABLE_FACTORIES = {"dict", "list", "set", "collections.OrderedDict", "collect
                       "weakref.WeakKeyDictionary", "weakref.WeakValueDictionary", "OrderedDict", "defaultdict"}
 
 
+def _global_hook(q: str) -> bool:
+    """``torch.nn.modules.module.register_module_forward_pre_hook`` and its kin: hooks on every module."""
+    return q.startswith("torch.nn.") and q.rsplit(".", 1)[-1].startswith(("register_module_", "_global_"))
+
+
 def _f(rule: str, severity: str, line: int | None, message: str) -> Finding:
     return Finding(rule=rule, severity=severity, line=line, message=message, hint=HINTS[rule])
 
@@ -169,7 +174,9 @@ class _Scanner:
         if _root_in(name, _DISPATCH_ROOTS):
             self.add("dispatch-tamper", "fail", node, f"imports `{name}`")
             return
-        if root == "harness":
+        if _global_hook(name):
+            self.reach(name, node)
+        elif root == "harness":
             self.add("timer-patch", "fail", node, f"imports the harness (`{name}`)")
         elif root in _NETWORK:
             self.add("network", "fail", node, f"imports network module `{name}`")
@@ -195,6 +202,9 @@ class _Scanner:
                     self.add("frame-peek", "fail", node, f"reads frame/function internals `.{node.attr}`")
                 elif node.attr == "__traceback__":
                     self.add("frame-peek", "warning", node, "reads an exception's traceback (`.__traceback__`)")
+                elif node.attr == "_version" and not self.idx.imports.is_module_rooted(node):
+                    self.add("result-caching", "fail", node, "reads a tensor's version counter (`._version`): a "
+                             "memo key, for a tensor object seen before")
                 q = self.q(node) or ""
                 self.reach(q, node)
                 if q in _STREAM_CALLS and not isinstance(self.idx.parents.get(node), ast.Call):
@@ -215,6 +225,9 @@ class _Scanner:
             self.add("dispatch-tamper", "fail", node, f"uses dispatch-mode internals (`{q}`)")
         elif _root_in(q, _PROFILER_ROOTS):
             self.add("profiler-tamper", "fail", node, f"uses the profiler or the marker kernel (`{q}`)")
+        elif _global_hook(q):
+            self.add("module-patch", "fail", node, f"hooks every nn.Module of the process (`{q}`): it runs inside "
+                     "other modules' calls, the problem's Model's too")
 
     def call(self, c: ast.Call) -> None:
         q = self.q(c.func) or ""
@@ -448,6 +461,17 @@ class _Scanner:
             }
             globals_declared = {name for g in walk_scope(fn) if isinstance(g, ast.Global) for name in g.names}
             for n in walk_scope(fn):
+                # state stored on an input tensor object: it comes back only with the same object (a memo)
+                stored = None
+                if isinstance(n, ast.Assign):
+                    stored = next((t.value.id for t in n.targets if isinstance(t, ast.Attribute)
+                                   and isinstance(t.value, ast.Name) and t.value.id in tensor_names), None)
+                elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "setattr" and n.args \
+                        and isinstance(n.args[0], ast.Name) and n.args[0].id in tensor_names:
+                    stored = n.args[0].id
+                if stored is not None:
+                    self.add("result-caching", "fail", n, f"`{fn.name}` stores state on its input `{stored}`: it "
+                             "is seen again only if the same tensor object comes back")
                 # lru_cache'd function fed the forward's tensors
                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in cached_fns:
                     if any(isinstance(a, ast.Name) and a.id in (tensor_names | fwd_params) for a in n.args):

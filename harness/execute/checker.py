@@ -19,6 +19,7 @@ What it does, per request:
   (:meth:`harness.measure.timing.DeviceTimer.timed_call`, the forward on a
   thread of its own as the candidate's is), on the checker's own inputs for
   the same (seed, transform); its output may be kept for a ``Verify``.
+  ``LibSamples``: a block of them in one request (the timing phase's).
 * ``Verify``: a timed call's handed-off output against the kept library
   output of the same inputs.
 * ``LibBatch`` / ``RunLibBatch``: make a batch's inputs (untimed), then run
@@ -259,23 +260,30 @@ def compare(req: P.Compare) -> P.CompareReply:
 
 
 def lib_sample(req: P.LibSample) -> P.LibSampleReply:
-    from harness.execute.candidate_thread import forward
-    import torch
+    return _lib_call(req.ctx, req.seed, req.transform, req.hold_us, req.keep_id)
 
-    from harness.execute.inputs import flatten_outputs, poison_allocator, poison_bytes
+
+def lib_samples(req: P.LibSamples) -> P.LibSamplesReply:
+    """A block of library calls, one after another (the worker's CallBlock on this side)."""
+    return P.LibSamplesReply(samples=tuple(_lib_call(req.ctx, c.seed, c.transform, req.hold_us, c.keep_id)
+                                           for c in req.calls))
+
+
+def _lib_call(ctx: P.Context, seed: int, transform: int, hold_us: float, keep_id: int | None) -> P.LibSampleReply:
+    """One library call timed exactly like a worker's timed call (fresh inputs, flush, hold, events)."""
+    from harness.execute.candidate_thread import forward
+    from harness.execute.inputs import flatten_outputs
 
     t0 = time.perf_counter()
-    b = _baseline(req.ctx)
-    _flags(req.ctx)
-    timer = _timer(req.ctx.device)
-    inputs = _inputs(req.ctx, b.module, req.seed, req.transform)
-    poison_allocator(req.ctx.device, poison_bytes(sum(x.numel() * x.element_size() for x in inputs
-                                                      if isinstance(x, torch.Tensor))))
+    b = _baseline(ctx)
+    _flags(ctx)
+    timer = _timer(ctx.device)
+    inputs = _inputs(ctx, b.module, seed, transform)  # no poison: as the worker's timed calls
     prep_us = (time.perf_counter() - t0) * 1e6
-    seed = _fwd_seed(req.ctx, req.seed)
-    out, stream_ms, device_ms, enq = timer.timed_call(lambda: b.thread.run(forward, b.model, inputs, seed), req.hold_us)
-    if req.keep_id is not None:
-        _KEPT[req.keep_id] = ([t.detach() for t in flatten_outputs(out)], req.ctx, req.seed, req.transform)
+    fwd_seed = _fwd_seed(ctx, seed)
+    out, stream_ms, device_ms, enq = timer.timed_call(lambda: b.thread.run(forward, b.model, inputs, fwd_seed), hold_us)
+    if keep_id is not None:
+        _KEPT[keep_id] = ([t.detach() for t in flatten_outputs(out)], ctx, seed, transform)
     return P.LibSampleReply(stream_ms=stream_ms, device_ms=device_ms, enqueue_us=enq, prep_us=prep_us,
                             wall_us=(time.perf_counter() - t0) * 1e6)
 
@@ -299,8 +307,8 @@ def verify(req: P.Verify) -> P.VerifyReply:
         if isinstance(changed, str) or changed:
             return P.VerifyReply(ok=False, status="REWARD_HACK",
                                  detail=f"a timed call modified its input(s): {changed}")
-    refs = [t.double() for t in libs]
-    res = compare_outputs(outs, refs, libs, atol=req.atol * req.tolerance_factor, rtol=req.rtol * req.tolerance_factor,
+    # the library's kept output is the reference here; the comparison reads it chunk by chunk as float64
+    res = compare_outputs(outs, libs, libs, atol=req.atol * req.tolerance_factor, rtol=req.rtol * req.tolerance_factor,
                           reduction_length=req.reduction_length)
     return P.VerifyReply(ok=res["ok"], status=res["status"], detail=res["detail"], max_excess=res["max_excess"])
 
@@ -362,9 +370,10 @@ def handle(req: Any) -> Any:
     if isinstance(req, P.Drop):
         for k in req.keep_ids:
             _KEPT.pop(k, None)
+        _STATE.pop("batch", None)
         return P.OkReply()
-    handler = {P.Compare: compare, P.LibSample: lib_sample, P.Verify: verify, P.LibBatch: lib_batch,
-               P.RunLibBatch: run_lib_batch, P.LibKernels: lib_kernels}[type(req)]
+    handler = {P.Compare: compare, P.LibSample: lib_sample, P.LibSamples: lib_samples, P.Verify: verify,
+               P.LibBatch: lib_batch, P.RunLibBatch: run_lib_batch, P.LibKernels: lib_kernels}[type(req)]
     return handler(req)
 
 
@@ -439,7 +448,7 @@ def main() -> int:
                                  traceback_tail=traceback.format_exc()[-3000:], out_of_memory=oom)
         out.write(json.dumps(P.encode(reply)) + "\n")
         out.flush()
-        if not isinstance(reply, (P.LibSampleReply, P.BatchReply)):
+        if not isinstance(reply, (P.LibSampleReply, P.LibSamplesReply, P.BatchReply)):
             _trim()  # not between timed library samples: their allocations are reused from the cache
     return 0
 

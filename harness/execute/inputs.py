@@ -126,8 +126,8 @@ def poison_bytes(in_bytes: int) -> int:
 def poison_allocator(device: str, nbytes: int) -> None:
     """Fill the caching allocator's free blocks with NaN, so an output a kernel never wrote reads as NaN.
 
-    Done before every call on both sides (the worker's forward and the
-    checker's library), so the two calls see the same allocator state.
+    Done in the worker before each correctness round's forward. The timing
+    phase's calls skip it, on both sides (see ``protocol.Call.poison``).
     """
     import torch
 

@@ -23,6 +23,7 @@ Conversation with a worker (one candidate, its workloads in order)::
       parent -> worker Go
       repeated, in any order the parent chooses:
         parent -> worker Call          -> CallReport      one forward on fresh inputs from (seed, transform)
+        parent -> worker CallBlock     -> CallReport x n  n such calls, one message (the timing phase's)
         parent -> worker Handoff       -> HandoffReport   export a kept call's outputs (and inputs)
         parent -> worker Batch         -> BatchReady      make the inputs of a batch (the candidate's code does not run)
         parent -> worker Go...Batch    -> BatchReport     back-to-back forwards on them, timed by the parent's clock
@@ -32,8 +33,9 @@ Conversation with a worker (one candidate, its workloads in order)::
     parent -> worker   Finish          -> Done
 
 The worker cannot tell a checked call from a timed one: every Call runs the
-same code (fresh inputs, poisoned allocator, cache flush, held launch queue,
-events), and the parent decides only afterwards which outputs to ask for.
+same code (fresh inputs, cache flush, held launch queue, events; the allocator
+poisoned in the correctness rounds), and the parent decides only afterwards
+which outputs to ask for.
 Conversation with a checker: one request, one reply (:class:`CheckerRequest`
 subclasses; replies are :class:`CheckerReply` subclasses).
 
@@ -282,6 +284,32 @@ class Call:
     """How long the GPU sleep before the start event holds the launch queue (the parent gives both sides the same)."""
     release: tuple[int, ...] = ()
     """Kept calls to drop before this one."""
+    poison: bool = True
+    """Fill the allocator's free memory with NaN first (correctness rounds). Timed calls skip it on both sides:
+    their inputs are fresh per call, so an output a kernel never wrote holds another call's values, which the
+    verification fails all the same, and the fill would cost a pass over twice the inputs per call."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallSpec:
+    """One call of a :class:`CallBlock`."""
+
+    call_id: int
+    seed: int
+    transform: int
+
+
+@message("call_block")
+class CallBlock:
+    """Run these calls one after another, each exactly as a :class:`Call` (fresh inputs, flush, hold, events)
+    with one CallReport each, keeping every call's outputs; stop after a report that is not ok. The timing
+    phase's calls travel in blocks of a few: one round trip per block, not per call."""
+
+    calls: tuple[CallSpec, ...]
+    hold_us: float
+    release: tuple[int, ...] = ()
+    """Kept calls to drop before the first."""
+    poison: bool = False
 
 
 @message("handoff")
@@ -452,7 +480,7 @@ class Done:
 
 WORKER_TO_PARENT = (Ready, Imported, Fatal, WorkloadFatal, WantDevice, CallReport, HandoffReport, BatchReady,
                     BatchReport, KernelReport, WorkloadDone, Done)
-PARENT_TO_WORKER = (Go, Call, Handoff, Batch, RunBatch, Release, Kernels, EndWorkload, Finish)
+PARENT_TO_WORKER = (Go, Call, CallBlock, Handoff, Batch, RunBatch, Release, Kernels, EndWorkload, Finish)
 
 
 # --------------------------------------------------------------------------- parent <-> checker (trusted)
@@ -525,6 +553,24 @@ class LibSample:
     """Keep this call's output under this id for a later Verify."""
 
 
+@dataclass(frozen=True, slots=True)
+class LibCall:
+    """One call of :class:`LibSamples`."""
+
+    seed: int
+    transform: int
+    keep_id: int | None = None
+
+
+@message("lib_samples")
+class LibSamples:
+    """Time the library on several calls one after another, each exactly as a :class:`LibSample`."""
+
+    ctx: Context
+    calls: tuple[LibCall, ...]
+    hold_us: float
+
+
 @message("lib_sample_reply")
 class LibSampleReply:
     stream_ms: float
@@ -533,6 +579,11 @@ class LibSampleReply:
     prep_us: float = 0.0
     """As :attr:`CallReport.prep_us`, on the library's side."""
     wall_us: float = 0.0
+
+
+@message("lib_samples_reply")
+class LibSamplesReply:
+    samples: tuple[LibSampleReply, ...]
 
 
 @message("verify")
@@ -600,6 +651,8 @@ class LibKernelsReply:
 
 @message("drop")
 class Drop:
+    """Forget these kept library outputs, and a prepared batch that will not be run."""
+
     keep_ids: tuple[int, ...]
 
 
@@ -623,10 +676,11 @@ class ErrorReply:
     out_of_memory: bool = False
 
 
-CHECKER_REQUESTS = (Compare, LibSample, Verify, LibBatch, RunLibBatch, LibKernels, Drop, Ping)
+CHECKER_REQUESTS = (Compare, LibSample, LibSamples, Verify, LibBatch, RunLibBatch, LibKernels, Drop, Ping)
 CHECKER_REPLIES = (CompareReply, LibSampleReply, VerifyReply, BatchReply, LibKernelsReply, OkReply, ErrorReply)
 REPLY_FOR: dict[type, tuple[type, ...]] = {
-    Compare: (CompareReply, ErrorReply), LibSample: (LibSampleReply, ErrorReply), Verify: (VerifyReply, ErrorReply),
+    Compare: (CompareReply, ErrorReply), LibSample: (LibSampleReply, ErrorReply),
+    LibSamples: (LibSamplesReply, ErrorReply), Verify: (VerifyReply, ErrorReply),
     LibBatch: (BatchReply, ErrorReply), RunLibBatch: (BatchReply, ErrorReply), LibKernels: (LibKernelsReply, ErrorReply),
     Drop: (OkReply, ErrorReply), Ping: (OkReply, ErrorReply),
 }

@@ -4,10 +4,12 @@ Run by :class:`harness.execute.session.Session` with the GPU to itself and one
 checker process leased for the whole phase (its kept library outputs stay where
 they were made)::
 
-    W + S calls, alternating   worker Call(s_i, t_i)  /  checker LibSample(s_i, t_i)     fresh inputs each
+    W + S calls, alternating   worker CallBlock(s_i, t_i ...)  /  checker LibSamples(s_i, t_i ...)
+      in blocks of a few       fresh inputs each call; up to BLOCK_CALLS calls per block and side
     at secret positions        worker Handoff  ->  checker Verify against the library's output
-    B batches per side         Batch / LibBatch: the inputs (untimed), then RunBatch / RunLibBatch timed by
-                               the parent, minus an empty one; one call per batch, chosen afterwards, verified
+    B batches per side         Batch / LibBatch: the inputs, both sides at once (untimed), then RunBatch and
+                               then RunLibBatch timed by the parent, minus an empty one; two calls per batch
+                               (all of a small one), chosen before and told to no one, verified
 
 and, once the candidate's process has exited, :meth:`TimingPhase.quiet_checks`
 measures the library again where this session's library times were slower
@@ -30,6 +32,8 @@ from harness.score import judge
 from harness.score.clock import per_call, spread
 
 QUIET_SAMPLES = 7
+BLOCK_CALLS = 4
+"""Timed calls per message in the alternation (one round trip per block, not per call)."""
 BATCH_MAX_CALLS = 256
 BATCH_KEEP_BYTES = 6 << 30
 """A batch's inputs and outputs (kept until the parent has chosen which to verify) hold at most this much."""
@@ -46,8 +50,15 @@ class TimingPhase:
     def __init__(self, session: Any):
         self.s = session
 
+    def block_size(self, w: Any) -> int:
+        """Calls per block: :data:`BLOCK_CALLS`, fewer when a block's kept inputs and outputs would pass
+        :data:`BATCH_KEEP_BYTES` (the memory estimate's bound on what the timing phase keeps)."""
+        set_bytes = max(1, (getattr(w, "input_bytes", None) or w.min_bytes // 2)
+                        + (getattr(w, "output_bytes", None) or w.min_bytes // 2))
+        return max(1, min(BLOCK_CALLS, BATCH_KEEP_BYTES // set_bytes))
+
     def sample(self, w: Any, ctx: P.Context, checker: Any, cfg: TimingConfig, lib_excess: float):
-        """Warm-ups and samples, alternating worker and checker; verification at secret positions.
+        """Warm-ups and samples, alternating worker and checker by blocks; verification at secret positions.
 
         Returns (candidate ms, library ms, candidate enqueue us, calls verified, calls made, note on the
         windows used), or a Failure.
@@ -56,6 +67,7 @@ class TimingPhase:
         limit = cfg.warmup + cfg.samples
         n_checks = max(MIN_TIMED_CHECKS, math.ceil(o.check_share * cfg.samples))
         positions = set(self.s._rng.sample(range(limit), min(limit, n_checks)))
+        k = self.block_size(w)
         cand_ms: list[float] = []
         lib_ms: list[float] = []
         cand_dev: list[float] = []
@@ -66,64 +78,78 @@ class TimingPhase:
         release: tuple[int, ...] = ()
         i = 0
         while i < limit:
-            t_pair = time.monotonic()
-            cid = 1000 + i
-            seed = round_seed(o.base_seed, w.name, cid) ^ self.s._rng.getrandbits(32)
-            tr = self.s._rng.randrange(len(ROUND_TRANSFORMS))
-            check = i in positions
-            rep = self.s._call(cid, seed, tr, hold, release=release)
+            # warm-up calls and samples never share a block: the first sample block sizes the phase
+            m = min(k, limit - i, cfg.warmup - i if i < cfg.warmup else k)
+            t_block = time.monotonic()
+            ids = tuple(range(1000 + i, 1000 + i + m))
+            seeds = tuple(round_seed(o.base_seed, w.name, cid) ^ self.s._rng.getrandbits(32) for cid in ids)
+            trs = tuple(self.s._rng.randrange(len(ROUND_TRANSFORMS)) for _ in ids)
+            self.s._send(P.CallBlock(calls=tuple(P.CallSpec(c, sd, tr) for c, sd, tr in zip(ids, seeds, trs)),
+                                     hold_us=hold, release=release))
+            reps = []
+            for j, cid in enumerate(ids):
+                rep = self.s._recv(o.round_timeout_s, f"running call {cid}", P.CallReport)
+                if rep.call_id != cid:
+                    raise P.ProtocolError(f"call_report for call {rep.call_id}, expected {cid}")
+                failed = self.s._judge_call(rep)
+                if failed is not None:
+                    if rep.ok:  # the worker goes on with the block: read the rest of its reports
+                        for rest in ids[j + 1:]:
+                            if not self.s._recv(o.round_timeout_s, f"running call {rest}", P.CallReport).ok:
+                                break
+                    return failed
+                reps.append(rep)
             t_lib = time.monotonic()
-            failed = self.s._judge_call(rep)
-            if failed is not None:
-                return failed
-            lib = checker.request(P.LibSample(ctx=ctx, seed=seed, transform=tr, hold_us=hold,
-                                              keep_id=cid if check else None))
+            lib = checker.request(P.LibSamples(ctx=ctx, hold_us=hold, calls=tuple(
+                P.LibCall(seed=sd, transform=tr, keep_id=cid if (cid - 1000) in positions else None)
+                for cid, sd, tr in zip(ids, seeds, trs))))
             if isinstance(lib, P.ErrorReply):
                 return judge.Failure(Status.HARNESS_ERROR, f"the library could not be timed: {lib.detail}",
                                      retry_alone=lib.out_of_memory)
-            self._account(w.name, t_pair, t_lib, time.monotonic(), rep, lib, hold)
-            hold = hold_for(max(rep.enqueue_us, lib.enqueue_us))
-            if check:
-                t_v = time.monotonic()
-                failed = self.verify(w, checker, cid, i, "timed", lib_excess, inputs=False)
-                self.s._add(w.name, "verify_s", time.monotonic() - t_v)
-                if failed is not None:
-                    return failed
-                checks += 1
-            release = (cid,)
-            if i >= cfg.warmup:
-                cand_ms.append(rep.stream_ms)
-                lib_ms.append(lib.stream_ms)
-                cand_dev.append(rep.device_ms)
-                lib_dev.append(lib.device_ms)
-                cand_enq.append(rep.enqueue_us)
+            libs = lib.samples
+            self._account(w.name, t_block, t_lib, time.monotonic(), reps, libs, hold)
+            hold = hold_for(max(max(r.enqueue_us for r in reps), max(x.enqueue_us for x in libs)))
+            for j, cid in enumerate(ids):
+                if (cid - 1000) in positions:
+                    t_v = time.monotonic()
+                    failed = self.verify(w, checker, cid, cid - 1000, "timed", lib_excess, inputs=False)
+                    self.s._add(w.name, "verify_s", time.monotonic() - t_v)
+                    if failed is not None:
+                        self.s._send(P.Release(call_ids=ids))
+                        return failed
+                    checks += 1
+                if cid - 1000 >= cfg.warmup:
+                    cand_ms.append(reps[j].stream_ms)
+                    lib_ms.append(libs[j].stream_ms)
+                    cand_dev.append(reps[j].device_ms)
+                    lib_dev.append(libs[j].device_ms)
+                    cand_enq.append(reps[j].enqueue_us)
+            release = ids
             if i == cfg.warmup:
                 # very slow calls: bound the phase by the parent's own clock (never below MIN_REPS samples),
                 # then keep the planned number of verifications within the shorter phase
-                per_pair = max(1e-6, time.monotonic() - t_pair)
-                limit = min(limit, cfg.warmup + max(MIN_REPS, int(cfg.budget_ms / 1e3 / per_pair)))
-                kept = {p for p in positions if p <= i or p < limit}
+                per_pair = max(1e-6, (time.monotonic() - t_block) / m)
+                limit = max(i + m, min(limit, cfg.warmup + max(MIN_REPS, int(cfg.budget_ms / 1e3 / per_pair))))
+                kept = {p for p in positions if p < i + m or p < limit}
                 missing = n_checks - len(kept)
-                free = [p for p in range(i + 1, limit) if p not in kept]
+                free = [p for p in range(i + m, limit) if p not in kept]
                 positions = kept | set(self.s._rng.sample(free, min(len(free), max(0, missing))))
-            i += 1
+            i += m
         self.s._send(P.Release(call_ids=release))
         cand_ms, lib_ms, note = choose_windows(cand_ms, cand_dev, lib_ms, lib_dev)
         return cand_ms, lib_ms, cand_enq, checks, limit, note
 
-    def _account(self, key: str, t0: float, t1: float, t2: float, rep: P.CallReport, lib: P.LibSampleReply,
-                 hold_us: float) -> None:
-        """Where one pair's time went (``phase_s``: diagnostics; the worker's numbers are its claims)."""
+    def _account(self, key: str, t0: float, t1: float, t2: float, reps: list, libs: tuple, hold_us: float) -> None:
+        """Where one block's time went (``phase_s``: diagnostics; the worker's numbers are its claims)."""
         add = self.s._add
         add(key, "pair_call_s", t1 - t0)
         add(key, "pair_lib_s", t2 - t1)
-        add(key, "call_wall_s", rep.wall_us / 1e6)
-        add(key, "lib_wall_s", lib.wall_us / 1e6)
-        add(key, "call_prep_s", rep.prep_us / 1e6)
-        add(key, "lib_prep_s", lib.prep_us / 1e6)
-        add(key, "call_kernel_s", rep.stream_ms / 1e3)
-        add(key, "lib_kernel_s", lib.stream_ms / 1e3)
-        add(key, "hold_s", 2 * hold_us / 1e6)
+        add(key, "hold_s", 2 * hold_us * len(reps) / 1e6)
+        for name, side in (("call", reps), ("lib", libs)):
+            add(key, f"{name}_wall_s", sum(x.wall_us for x in side) / 1e6)
+            add(key, f"{name}_prep_s", sum(x.prep_us for x in side) / 1e6)
+            add(key, f"{name}_kernel_s", sum(x.stream_ms for x in side) / 1e3)
+            add(key, f"{name}_enqueue_s", sum(x.enqueue_us for x in side) / 1e6)
 
     def verify(self, w: Any, checker: Any, cid: int, position: int, phase: str, lib_excess: float,
                 inputs: bool) -> judge.Failure | None:
@@ -163,24 +189,21 @@ class TimingPhase:
             trs = tuple(self.s._rng.randrange(len(ROUND_TRANSFORMS)) for _ in ids)
             # the calls to verify, chosen now and told to no one: all of a small batch, else two
             picks = list(range(n)) if n <= 4 else self.s._rng.sample(range(n), 2)
+            # both sides make their inputs at once (nothing is timed then: the worker's pipe carries the
+            # request while the checker works), then the worker's batch is timed, then the library's
+            self.s._send(P.Batch(call_ids=ids, seeds=seeds, transforms=trs))
             prep = checker.request(P.LibBatch(ctx=ctx, seeds=seeds, transforms=trs,
                                               keep={str(k): ids[k] for k in picks}))
-            t0 = time.monotonic()
-            empty = checker.request(P.RunLibBatch(empty=True))
-            t1 = time.monotonic()
-            run = checker.request(P.RunLibBatch())
-            t2 = time.monotonic()
-            for bad in (prep, empty, run):
-                if isinstance(bad, P.ErrorReply):
-                    return judge.Failure(Status.HARNESS_ERROR, f"the library's batch failed: {bad.detail}",
-                                         retry_alone=bad.out_of_memory)
-            W_l.append((t2 - t1) * 1e3)
-            self.s._send(P.Batch(call_ids=ids, seeds=seeds, transforms=trs))
             ready = self.s._recv(o.timing_timeout_s, f"making the inputs of a batch of {n}", P.BatchReady)
             if ready.error is not None or ready.calls != n:
+                checker.request(P.Drop(keep_ids=()))  # the library's prepared batch will not run
                 err = ready.error or P.Error("BatchIncomplete", f"{ready.calls} of {n} input sets")
                 return judge.Failure(Status.HARNESS_ERROR, f"the worker could not make a batch's inputs: {err.message}",
                                      retry_alone=ready.out_of_memory and self.s.cuda)
+            if isinstance(prep, P.ErrorReply):
+                self.s._send(P.Release(call_ids=ids))
+                return judge.Failure(Status.HARNESS_ERROR, f"the library's batch failed: {prep.detail}",
+                                     retry_alone=prep.out_of_memory)
             t3 = time.monotonic()
             self.s._send(P.RunBatch(call_ids=()))
             self.s._recv(o.timing_timeout_s, "timing an empty batch", P.BatchReport)
@@ -188,13 +211,23 @@ class TimingPhase:
             self.s._send(P.RunBatch(call_ids=ids))
             rep = self.s._recv(o.timing_timeout_s, f"running a batch of {n} calls", P.BatchReport)
             t5 = time.monotonic()
-            W_c.append((t5 - t4) * 1e3)
-            W_g.append((t4 - t3) * 1e3)  # each side's own round trip is subtracted from its batch
-            W_gl.append((t1 - t0) * 1e3)
             if rep.error is not None or rep.calls != n:
                 err = rep.error or P.Error("BatchIncomplete", f"{rep.calls} of {n} calls")
                 return judge.Failure(Status.RUNTIME_ERROR, f"a timed batch failed: {err.type}: {judge.brief(err.message)}",
                                      retry_alone=rep.out_of_memory and self.s.cuda)
+            t0 = time.monotonic()
+            empty = checker.request(P.RunLibBatch(empty=True))
+            t1 = time.monotonic()
+            run = checker.request(P.RunLibBatch())
+            t2 = time.monotonic()
+            for bad in (empty, run):
+                if isinstance(bad, P.ErrorReply):
+                    return judge.Failure(Status.HARNESS_ERROR, f"the library's batch failed: {bad.detail}",
+                                         retry_alone=bad.out_of_memory)
+            W_c.append((t5 - t4) * 1e3)
+            W_l.append((t2 - t1) * 1e3)
+            W_g.append((t4 - t3) * 1e3)  # each side's own round trip is subtracted from its batch
+            W_gl.append((t1 - t0) * 1e3)
             for k in picks:
                 failed = self.verify(w, checker, ids[k], k, "batch", lib_excess, inputs=False)
                 if failed is not None:

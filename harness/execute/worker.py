@@ -165,6 +165,7 @@ class Worker:
         self.kept: dict[int, tuple] = {}
         self.prepared: list[tuple] = []
         self.calls_in_window = 0
+        self.children_seen: set[int] | None = None
         self.threads_ok = {self.cthread.ident} | {t.ident for t in threading.enumerate() if t.name == "kg-lifeline"}
 
     # ------------------------------------------------------------------ channel
@@ -248,13 +249,25 @@ class Worker:
         self.timer.calibrate()
         self.profiler.window()  # a fresh window: the workload's first call starts it
         self.calls_in_window = 0
+        self.children_seen = None
         fwd_seed = spec.mode == "train"
         while True:
-            msg = self.recv(P.Call, P.Handoff, P.Batch, P.RunBatch, P.Release, P.Kernels, P.EndWorkload)
+            msg = self.recv(P.Call, P.CallBlock, P.Handoff, P.Batch, P.RunBatch, P.Release, P.Kernels, P.EndWorkload)
             if isinstance(msg, P.Call):
                 for cid in msg.release:
                     self.kept.pop(cid, None)
                 if self.call(model, module, w, msg, fwd_seed) == "stop":
+                    return "stop"
+            elif isinstance(msg, P.CallBlock):
+                for cid in msg.release:
+                    self.kept.pop(cid, None)
+                done = "ok"
+                for c in msg.calls:
+                    done = self.call(model, module, w, P.Call(call_id=c.call_id, seed=c.seed, transform=c.transform,
+                                                              hold_us=msg.hold_us, poison=msg.poison), fwd_seed)
+                    if done != "ok":
+                        break  # the parent reads reports up to the first one that is not ok
+                if done == "stop":
                     return "stop"
             elif isinstance(msg, P.Handoff):
                 self.handoff(w, msg)
@@ -279,6 +292,8 @@ class Worker:
                 return "next"
 
     def call(self, model: Any, module: Any, w: P.WorkloadSpec, msg: P.Call, fwd_seed: bool) -> str:
+        """One call and its CallReport: "ok", "failed" (the report says why) or "stop" (a CUDA error: the
+        context is lost)."""
         torch, guards, spec = self.torch, self.guards, self.spec
         t_start = time.perf_counter()
         try:
@@ -286,12 +301,15 @@ class Worker:
         except BaseException as exc:  # noqa: BLE001 - e.g. a CUDA error left behind by the candidate
             self.send(P.CallReport(call_id=msg.call_id, ok=False, error=P.error_from_exception(exc),
                                    cuda_error=_is_cuda_error(exc), out_of_memory=_is_oom(exc)))
-            return "stop" if _is_cuda_error(exc) else "ok"
-        in_bytes = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
-        self.poison(self.device, self.poison_bytes(in_bytes))
+            return "stop" if _is_cuda_error(exc) else "failed"
+        if msg.poison:
+            in_bytes = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+            self.poison(self.device, self.poison_bytes(in_bytes))
         prep_us = (time.perf_counter() - t_start) * 1e6
         threads_before = guards.live_threads()
-        children_before = _children()
+        # the children seen after the previous call (one /proc scan per call: it reads a file per thread); a
+        # child started between calls, by a thread of the candidate's, counts as this call's
+        children_before = self.children_seen if self.children_seen is not None else _children()
         launches_before = guards.COUNTER.total
         seed = msg.seed if fwd_seed else None
         recorder = guards.AtenRecorder() if not self.cuda else None
@@ -310,7 +328,7 @@ class Worker:
             cuda = _is_cuda_error(exc)
             self.send(P.CallReport(call_id=msg.call_id, ok=False, error=P.error_from_exception(exc), cuda_error=cuda,
                                    out_of_memory=_is_oom(exc), audit_blocked=self.audit.take()))
-            return "stop" if cuda else "ok"
+            return "stop" if cuda else "failed"
         self.calls_in_window += 1
         outs = self.flatten(out)
         self.kept[msg.call_id] = (outs, inputs, None)
@@ -319,13 +337,17 @@ class Worker:
             launches=guards.COUNTER.total - launches_before, dsl_names=tuple(sorted(guards.COUNTER.names))[:64],
             aten_ops=tuple(sorted(recorder.ops))[:256] if recorder is not None else (),
             new_threads=len(guards.live_threads() - threads_before - self.threads_ok),
-            new_children=len(_children() - children_before),
+            new_children=len(self._scan_children() - children_before),
             output_types=tuple(type(o).__module__ + "." + type(o).__qualname__ for o in outs)[:64],
             audit_blocked=self.audit.take(), prep_us=prep_us,
         )
         report["wall_us"] = (time.perf_counter() - t_start) * 1e6
         self.send(P.CallReport(**report))
         return "ok"
+
+    def _scan_children(self) -> set[int]:
+        self.children_seen = _children()
+        return self.children_seen
 
     def handoff(self, w: P.WorkloadSpec, msg: P.Handoff) -> None:
         torch = self.torch

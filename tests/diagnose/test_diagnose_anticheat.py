@@ -74,6 +74,17 @@ def _scan(body: str):
         ("import cffi\n", "ctypes"),
         ("m = __import__('subprocess')\n", "thread-spawn"),
         ("import sys\nsys.modules['torch'] = None\n", "module-patch"),
+        # a hook on every nn.Module runs inside other modules' calls (silu__gpu_sabotage_allocator_sync.py)
+        ("torch.nn.modules.module.register_module_forward_pre_hook(lambda m, a: None)\n", "module-patch"),
+        ("from torch.nn.modules.module import register_module_forward_hook\n"
+         "register_module_forward_hook(lambda m, a, o: o)\n", "module-patch"),
+        ("hooks = nn.modules.module._global_forward_hooks\n", "module-patch"),
+        # the tensor version counter and attributes stored on inputs are memo keys (gelu__memo_tensor_attr.py)
+        ("class ModelNew(nn.Module):\n    def forward(self, x):\n        return x._version\n", "result-caching"),
+        ("class ModelNew(nn.Module):\n    def forward(self, x):\n        y = x * 2\n        x._kg = y\n"
+         "        return y\n", "result-caching"),
+        ("class ModelNew(nn.Module):\n    def forward(self, x):\n        y = x * 2\n        setattr(x, 'k', y)\n"
+         "        return y\n", "result-caching"),
     ],
 )
 def test_inline_fail_cases(body, rule):
@@ -127,6 +138,7 @@ def test_legitimate_patterns_are_quiet():
                 debug = os.environ.get("KG_DEBUG")       # reading the environment is fine
                 start = time.perf_counter()              # calling the clock is fine
                 torch.cuda.current_stream()
+                self.last_block = block                  # state on the module (not on an input): fine
                 return x * block
         """
     )

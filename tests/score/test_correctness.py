@@ -111,3 +111,33 @@ def test_the_streamed_comparison_judges_exactly_as_one_pass_whatever_the_chunk()
             assert (part["status"], part["detail"]) == (whole["status"], whole["detail"]), (kind, chunk)
             for key in ("max_abs_err", "max_excess", "library_max_excess", "relative_l2"):
                 assert part.get(key) == pytest.approx(whole.get(key), rel=1e-9, abs=1e-12), (kind, chunk, key)
+
+
+def test_a_verification_against_the_library_output_judges_as_against_its_float64_copy():
+    """A timed call is verified against the library's kept output: the comparison then reads it as float32,
+    chunk by chunk, instead of a float64 copy of the whole output (a ~5x cheaper check on the timing
+    phase's exclusive GPU). The verdict and the element it names must not change."""
+    import random
+
+    import torch
+
+    random.seed(2)
+    torch.manual_seed(2)
+    for trial in range(80):
+        shape = (random.randint(2, 40), random.randint(1, 25))
+        dt = random.choice([torch.float32, torch.float16, torch.bfloat16])
+        lib = (torch.randn(shape) * random.choice([1e-3, 1.0, 300.0])).to(dt)
+        out = lib.clone()
+        kind = trial % 4
+        if kind == 1:
+            out = (lib.double() + torch.randn(shape, dtype=torch.float64) * random.choice([1e-6, 1e-3, 1e-1])).to(dt)
+        elif kind == 2:
+            out.view(-1)[random.randrange(out.numel())] += 7
+        elif kind == 3:
+            out.view(-1)[random.randrange(out.numel())] = float("inf")
+        kw = dict(atol=2e-2, rtol=2e-2, reduction_length=None)
+        as64 = compare_outputs([out], [lib.double()], [lib], **kw)
+        for chunk in (3, 10**9):
+            own = compare_outputs([out], [lib], [lib], chunk=chunk, **kw)
+            assert (own["status"], own["detail"]) == (as64["status"], as64["detail"]), (trial, chunk)
+            assert own["max_excess"] == pytest.approx(as64["max_excess"], rel=1e-5, abs=1e-9)

@@ -7,7 +7,9 @@
 #          kernel, KernelBench's allclose, correctness only);
 #   part2: the same kernels through KernelBench's own evaluator (eval_kernel_against_ref, with its timing), with
 #          its wall time;
-#   check: the independent checker alone on the same kernels (when part1's budget ended inside it).
+#   check: the independent checker alone on the same kernels (when part1's budget ended inside it);
+#   one FILE...: KernelGate alone, part1's settings (Triton files in fp32), on the files named (a rerun of records
+#          a harness fix changed).
 # The inputs travel in .kb/ (ignored by git; carried): .kb/KernelBench/level{1,2} and .kb/src from a KernelBench
 # checkout at the commit named in tools/kernelbench/README.md, and .kb/sample from
 #   python tools/kernelbench/fetch_corpus.py --mirror ... --out .kb/sample --native-sample
@@ -16,7 +18,7 @@
 # KernelBench's evaluator imports and the device image lacks):
 #   bash tools/device/kernelbench_run.sh part1      then      bash tools/device/kernelbench_run.sh part2
 set -uo pipefail
-part="${1:?part1, part2 or check}"
+part="${1:?part1, part2, check or one FILE...}"
 OUT="${OUT:-/tmp/kg-out}"
 t0=$(date +%s)
 export KERNELGATE_CACHE=/tmp/kg-cache
@@ -43,6 +45,17 @@ if [ "$part" = part1 ]; then
   tail -4 "$OUT/kg_tilelang.txt"
   for k in triton tilelang; do cp "$OUT/kg_$k/results.jsonl" "$OUT/kg_${k}_results.jsonl" 2>/dev/null; done
   rm -rf "$OUT/kg_triton" "$OUT/kg_tilelang" "$OUT/cache"
+fi
+if [ "$part" = one ]; then
+  shift
+  stamp "kernelgate: $*"
+  /usr/bin/time -f "wall %e s" timeout "$(budget ${KG_T1:-300})" python3 -m harness run "$@" \
+    --problems .kb/KernelBench --out "$OUT/kg_one" --scratch $scratch/o --jobs 8 --yes-execute --no-progress \
+    > "$OUT/kg_one.txt" 2>&1
+  echo "exit $?" >> "$OUT/kg_one.txt"
+  tail -6 "$OUT/kg_one.txt"
+  cp "$OUT/kg_one/results.jsonl" "$OUT/kg_one_results.jsonl" 2>/dev/null
+  rm -rf "$OUT/kg_one" "$OUT/cache"
 fi
 if [ "$part" = part1 ] || [ "$part" = check ]; then
   stamp "independent checker (KernelBench's protocol, no KernelGate import), 6 at a time"

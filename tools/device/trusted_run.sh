@@ -26,7 +26,7 @@ if [ "$part" = part1 ]; then
   # every GPU test, the GPU fixtures among them (session 4 deselected them; its 120 s budget ended inside them)
   timeout 230 python3 -m pytest -q -m gpu -p no:cacheprovider tests/ 2>&1 | tail -15 | tee "$OUT/pytest_gpu.txt"
   stamp "fixtures"
-  timeout $(( 570 - ($(date +%s) - t0) )) python3 -m harness run tests/execute/fixtures/mixed \
+  timeout $(( ${KG_P1_END:-570} - ($(date +%s) - t0) )) python3 -m harness run tests/execute/fixtures/mixed \
     tests/execute/fixtures/hostile tests/execute/fixtures/exploits --device cuda --tags smoke --out "$OUT/fixtures" \
     --scratch $scratch/f --jobs 16 --quick --yes-execute --no-progress --round-timeout 15 --compile-timeout 90 \
     --timing-timeout 30 \
@@ -48,11 +48,11 @@ elif [ "$part" = trace ]; then
   tail -4 "$OUT/trace.txt"; cat "$OUT/pair_costs.txt"
 else
   stamp "suite"
-  timeout 220 python3 tools/benchmark_throughput.py --configs one:12:0 --out "$OUT/suite" \
+  timeout ${KG_SUITE_S:-220} python3 tools/benchmark_throughput.py --configs one:12:0 --out "$OUT/suite" \
     --folders submissions/triton-reference submissions/tilelang-reference submissions/defects \
     --extra --scratch $scratch/s --compile-timeout 300 --quick --check-slots 3 > "$OUT/suite.txt" 2>&1
   stamp "bench (10 problems, seq and pipelined)"
-  timeout 230 python3 tools/benchmark_throughput.py --configs seq:1:0 pipe:12:0 --out "$OUT/bench" \
+  timeout ${KG_BENCH_S:-230} python3 tools/benchmark_throughput.py --configs seq:1:0 pipe:12:0 --out "$OUT/bench" \
     --folders submissions/triton-reference --only layernorm --only rmsnorm --only softmax --only sum_dim \
     --only conv2d_1x1 --only depthwise_conv2d --only gemm_square --only bmm --only gelu --only swiglu \
     --extra --scratch $scratch/b --compile-timeout 300 > "$OUT/bench.txt" 2>&1
