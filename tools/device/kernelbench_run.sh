@@ -49,7 +49,8 @@ fi
 if [ "$part" = one ]; then
   shift
   stamp "kernelgate: $*"
-  /usr/bin/time -f "wall %e s" timeout "$(budget ${KG_T1:-300})" python3 -m harness run "$@" \
+  mkdir -p $scratch/one_in && cp "$@" $scratch/one_in/   # a submission is a folder: the files named, as they are
+  /usr/bin/time -f "wall %e s" timeout "$(budget ${KG_T1:-300})" python3 -m harness run $scratch/one_in \
     --problems .kb/KernelBench --out "$OUT/kg_one" --scratch $scratch/o --jobs 8 --yes-execute --no-progress \
     > "$OUT/kg_one.txt" 2>&1
   echo "exit $?" >> "$OUT/kg_one.txt"
