@@ -277,8 +277,8 @@ class KernelShare:
     name: str
     kind: str
     """``dsl`` (a Triton/TileLang kernel of the candidate), ``library`` (a kernel of the library op, learned by
-    profiling the reference), ``vendor`` (cuBLAS/cuDNN/CUTLASS), ``aten`` (other PyTorch kernels),
-    ``inductor`` (torch.compile-generated) or ``other``."""
+    profiling the reference), ``vendor`` (cuBLAS/cuDNN/CUTLASS), ``copy`` (copies, casts, fills), ``aten``
+    (other PyTorch kernels), ``inductor`` (torch.compile-generated) or ``other``."""
     us_per_call: float
     share: float
 
@@ -291,7 +291,8 @@ class KernelAttribution:
     """``profiler`` (CUPTI kernel records, reported by the worker: a claim cross-checked by the trusted side's
     fingerprint and clock), or ``launch-counter`` where no profiler ran (the CPU path)."""
     dsl_share: float | None
-    """Share of the forward's GPU time in the candidate's own Triton/TileLang kernels (None: launch counter)."""
+    """Share of the forward's GPU time, less data movement (``copy`` kernels), in the candidate's own
+    Triton/TileLang kernels (None: launch counter)."""
     kernels: tuple[KernelShare, ...] = ()
 
     def to_dict(self) -> dict:

@@ -1,7 +1,14 @@
-"""Compare each adversarial fixture's recorded status with the 'expect: STATUS' in its docstring."""
+"""Compare each adversarial fixture's recorded status with what it must get.
+
+Mixed, hostile and GPU fixtures carry an 'expect: STATUS' on their docstring's first line; the exploits
+(tests/execute/fixtures/exploits) carry theirs in tests/execute/exploit_catalog.py: REWARD_HACK or an
+INCORRECT_* status stops any of them, and an entry whose outcome is NO_GAIN may also pass (gaining nothing).
+Each line names the mechanism that stopped the candidate (the record's evidence), or its E_lib.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import sys
 from pathlib import Path
@@ -11,8 +18,23 @@ from harness.results.store import load_results
 ROOT = Path(__file__).resolve().parents[1] / "tests" / "execute" / "fixtures"
 
 
+CAUGHT = "REWARD_HACK|INCORRECT_NUMERICAL|INCORRECT_SHAPE|INCORRECT_DTYPE"
+
+
+def _catalog() -> dict[str, str]:
+    """exploits/<file> -> the statuses its catalog entry accepts."""
+    path = ROOT.parent / "exploit_catalog.py"
+    spec = importlib.util.spec_from_file_location("exploit_catalog", path)
+    if spec is None or spec.loader is None:
+        return {}
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["exploit_catalog"] = mod
+    spec.loader.exec_module(mod)
+    return {f"exploits/{e.fixture}": CAUGHT + ("|PASSED" if e.expected == mod.NO_GAIN else "") for e in mod.EXPLOITS}
+
+
 def main(results_dir: str) -> int:
-    expected = {}
+    expected = _catalog()
     for f in ROOT.glob("*/*.py"):
         m = re.search(r"expect: ([A-Z_|]+)", f.read_text().splitlines()[0])
         if m:
@@ -22,8 +44,11 @@ def main(results_dir: str) -> int:
         want = expected.get(r.candidate, "?")
         ok = r.status.value in want.split("|")
         bad += not ok
+        mech = (r.evidence or {}).get("mechanism") if isinstance(r.evidence, dict) else None
         extra = f"E_lib={r.screening.e_lib:.2f}" if r.screening else (r.error.message[:70] if r.error else "")
-        print(f"{'ok ' if ok else 'BAD'} {r.candidate:45s} {r.status.value:20s} expected {want:20s} {extra}")
+        shown = "caught" if want.startswith(CAUGHT) else want
+        print(f"{'ok ' if ok else 'BAD'} {r.candidate:45s} {r.status.value:20s} {mech or '-':20s} expected "
+              f"{shown:20s} {extra}")
     print(f"{bad} fixture(s) with an unexpected status")
     return 1 if bad else 0
 

@@ -60,6 +60,19 @@ class CandidateThread:
         self._requests.put(None)
 
 
+def run_all(fn: Callable, calls: list) -> tuple[list, BaseException | None]:
+    """``fn(*args)`` for each ``args`` of a batch, back to back on this thread (one hand-over for the batch, so
+    the parent's clock over it measures the forwards, not a thread switch per call): (the results so far, the
+    exception that stopped the batch or None)."""
+    outs: list = []
+    try:
+        for args in calls:
+            outs.append(fn(*args))
+    except BaseException as exc:  # noqa: BLE001 - reported with the count of calls that ran
+        return outs, exc
+    return outs, None
+
+
 def forward(model: Any, inputs: list, seed: int | None) -> Any:
     """One forward of ``model`` without autograd (run on the candidate's thread).
 

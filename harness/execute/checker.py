@@ -326,14 +326,17 @@ def lib_batch(req: P.LibBatch) -> P.BatchReply:
 
 def run_lib_batch(req: P.RunLibBatch) -> P.BatchReply:
     """Run the library on the prepared batch back to back, then synchronize (the parent times this)."""
-    from harness.execute.candidate_thread import forward
+    from harness.execute.candidate_thread import forward, run_all
     from harness.execute.inputs import flatten_outputs
 
     if req.empty:
         return P.BatchReply(calls=0)
     b, calls = _STATE.pop("batch")
-    for inputs, seed, keep_id, s, tr in calls:
-        out = b.thread.run(forward, b.model, inputs, seed)
+    # the whole batch in one hand-over to the library's thread, as the worker's
+    outs, failed = b.thread.run(run_all, forward, [(b.model, inputs, seed) for inputs, seed, _, _, _ in calls])
+    if failed is not None:
+        raise failed
+    for (_, _, keep_id, s, tr), out in zip(calls, outs):
         if keep_id is not None:
             _KEPT[keep_id] = ([t.detach() for t in flatten_outputs(out)], b.ctx, s, tr)
     _timer(b.ctx.device).sync()

@@ -26,6 +26,7 @@ claim (the parent's trusted checks decide; see harness.execute.protocol):
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from typing import Any
@@ -233,3 +234,29 @@ class AtenRecorder:
 
 def live_threads() -> set[int]:
     return {t.ident for t in threading.enumerate() if t.ident is not None}
+
+
+def live_children() -> set[int]:
+    """Pids of this process's live children: /proc/self/task/*/children where the kernel has it, else a scan."""
+    out: set[int] = set()
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/children", "rb") as f:
+                out.update(int(p) for p in f.read().split())
+        return out
+    except OSError:
+        pass
+    me = str(os.getpid())
+    try:
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/stat", "rb") as f:
+                        fields = f.read().rsplit(b")", 1)[1].split()
+                    if fields[1].decode() == me and fields[0] != b"Z":
+                        out.add(int(entry))
+                except (OSError, IndexError):
+                    continue
+    except OSError:
+        pass
+    return out

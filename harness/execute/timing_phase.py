@@ -239,6 +239,18 @@ class TimingPhase:
                 "T_l": per_call(W_l, W_gl, n), "spread": spread(W_c, W_g, n)}
         return info, checks
 
+    def _rescore(self, w: Any, old: Any, session_ms: float, quiet: TimingStats) -> Any:
+        """The record scored against the quiet library time (a slowdown below REWARD_HACK: nobody is blamed,
+        and nobody gains from it)."""
+        note = (f"the library ran {session_ms / quiet.median_ms - 1:.0%} slower while the candidate's process was "
+                f"alive ({session_ms:.4g} ms) than after it ended ({quiet.median_ms:.4g} ms): scored against the "
+                "latter")
+        if old.status is not Status.PASSED or old.timing is None:
+            return old.replace(warnings=tuple(old.warnings) + (note,))
+        screen = self.s.dev.screen_for(self.s.p) if self.s.dev.screen_for is not None else None
+        screening = screen(w, old.timing, quiet) if screen is not None else old.screening
+        return old.replace(library_timing=quiet, screening=screening, warnings=tuple(old.warnings) + (note,))
+
     def quiet_checks(self) -> None:
         """With the worker gone: was the library slower while the candidate's process was alive?"""
         if not self.s.cuda or not self.s.timed:
@@ -274,10 +286,12 @@ class TimingPhase:
                     if prev is None or st.median_ms < prev[0]:
                         self.s.dev.quiet_library[ctx.key] = (st.median_ms, st.relative_iqr)
                 failed = judge.judge_contention(med, rel, st.median_ms, st.relative_iqr)
+                old = self.s.results[w.name]
                 if failed is not None:
-                    old = self.s.results[w.name]
                     self.s.results[w.name] = old.replace(status=Status.REWARD_HACK,
                                                        error=ErrorInfo(failed.evidence["mechanism"], failed.message),
                                                        evidence=failed.evidence)
+                elif judge.slowed(med, rel, st.median_ms, st.relative_iqr) is not None:
+                    self.s.results[w.name] = self._rescore(w, old, med, st)
         finally:
             self.s._release()

@@ -70,32 +70,6 @@ def _set_rlimits(settings: dict) -> None:
             pass
 
 
-def _children() -> set[int]:
-    """Pids of this process's live children: /proc/self/task/*/children where the kernel has it, else a scan."""
-    out: set[int] = set()
-    try:
-        for tid in os.listdir("/proc/self/task"):
-            with open(f"/proc/self/task/{tid}/children", "rb") as f:
-                out.update(int(p) for p in f.read().split())
-        return out
-    except OSError:
-        pass
-    me = str(os.getpid())
-    try:
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    with open(f"/proc/{entry}/stat", "rb") as f:
-                        fields = f.read().rsplit(b")", 1)[1].split()
-                    if fields[1].decode() == me and fields[0] != b"Z":
-                        out.add(int(entry))
-                except (OSError, IndexError):
-                    continue
-    except OSError:
-        pass
-    return out
-
-
 def _import_candidate(path: str) -> Any:
     spec = importlib.util.spec_from_file_location("candidate", path)
     module = importlib.util.module_from_spec(spec)
@@ -134,7 +108,7 @@ class Worker:
         import torch
 
         from harness.execute import guards
-        from harness.execute.candidate_thread import CandidateThread, forward
+        from harness.execute.candidate_thread import CandidateThread, forward, run_all
         from harness.execute.handoff import export_outputs
         from harness.execute.inputs import (flatten_outputs, make_inputs, make_reference_model, poison_allocator,
                                             poison_bytes)
@@ -147,7 +121,7 @@ class Worker:
         self.device = spec.device
         self.cuda = spec.device.startswith("cuda")
         # everything the loop calls, captured before any candidate code exists
-        self.forward, self.export_outputs, self.flatten = forward, export_outputs, flatten_outputs
+        self.forward, self.run_all, self.export_outputs, self.flatten = forward, run_all, export_outputs, flatten_outputs
         self.make_inputs, self.make_reference_model, self.load_module = make_inputs, make_reference_model, load_module
         self.attribute, self.poison, self.poison_bytes = attribute, poison_allocator, poison_bytes
         self.save, self.perf = torch.save, time.perf_counter
@@ -309,7 +283,7 @@ class Worker:
         threads_before = guards.live_threads()
         # the children seen after the previous call (one /proc scan per call: it reads a file per thread); a
         # child started between calls, by a thread of the candidate's, counts as this call's
-        children_before = self.children_seen if self.children_seen is not None else _children()
+        children_before = self.children_seen if self.children_seen is not None else self.guards.live_children()
         launches_before = guards.COUNTER.total
         seed = msg.seed if fwd_seed else None
         recorder = guards.AtenRecorder() if not self.cuda else None
@@ -346,7 +320,7 @@ class Worker:
         return "ok"
 
     def _scan_children(self) -> set[int]:
-        self.children_seen = _children()
+        self.children_seen = self.guards.live_children()
         return self.children_seen
 
     def handoff(self, w: P.WorkloadSpec, msg: P.Handoff) -> None:
@@ -396,13 +370,17 @@ class Worker:
         self.prepared = [c for c in self.prepared if c[0] not in wanted]
         n = 0
         try:
-            for cid, inputs, seed in calls:
-                if self.cuda:
-                    out = self.cthread.run(self.forward, model, inputs, seed)
-                else:  # the same forward as every other call: the recorder is no tell
-                    out = self.cthread.run(_recorded_forward, model, inputs, seed, self.guards.AtenRecorder())
+            if self.cuda:
+                fn, args = self.forward, [(model, inputs, seed) for _, inputs, seed in calls]
+            else:  # the same forward as every other call: the recorder is no tell
+                fn, args = _recorded_forward, [(model, inputs, seed, self.guards.AtenRecorder())
+                                               for _, inputs, seed in calls]
+            outs, failed = self.cthread.run(self.run_all, fn, args)  # the whole batch in one hand-over
+            for (cid, inputs, _), out in zip(calls, outs):
                 self.kept[cid] = (self.flatten(out), inputs, None)
                 n += 1
+            if failed is not None:
+                raise failed
             self.timer.sync()
         except BaseException as exc:  # noqa: BLE001
             cuda = _is_cuda_error(exc)
@@ -420,7 +398,7 @@ class Worker:
             profiler=self.profiler.status, markers=att.markers, calls=self.calls_in_window,
             rows=tuple(P.KernelRow(name=n[:300], inside_us=a, count=c, outside_us=o) for n, (a, c, o) in rows),
             dsl_names=tuple(sorted(self.guards.COUNTER.names))[:256], patched=tuple(self.tamper.changed()),
-            new_children=len(_children())))
+            new_children=len(self.guards.live_children())))
         self.calls_in_window = 0
 
 

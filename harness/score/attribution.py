@@ -9,6 +9,7 @@ Each kernel name is classed, in this order::
     dsl       a Triton/TileLang kernel the worker's hooks saw launched (a name claim; never a library name)
     inductor  torch.compile's generated Triton (triton_poi_*, triton_red_*, ...)
     vendor    cuBLAS / cuDNN / CUTLASS / cuBLASLt names
+    copy      data movement: PyTorch's copy and cast kernel, fills, memset/memcpy, concatenation copies
     aten      other PyTorch kernels (at::native::..., elementwise and reduce kernels)
     other     anything else
 
@@ -16,7 +17,12 @@ A forward is a library fallback (REWARD_HACK, recorded with its kernel
 table) when less than :data:`MIN_DSL_SHARE` of its GPU time is in the
 candidate's own DSL kernels, or when :data:`MAX_LIBRARY_SHARE` or more of it
 is in the library op's own kernels (learned from the reference, so trusted).
-A ``# kernelgate: dsl=...`` header changes nothing here.
+Both shares are of the forward's GPU time *less its data movement* (``copy``
+kernels): a copy or a cast computes nothing of the op, so a candidate that
+promotes to float64 around its own kernel is slow (an authoring defect, which
+the screening reports), not a fallback; a copy that is the library op itself
+is classed ``library`` first. A ``# kernelgate: dsl=...`` header changes
+nothing here.
 
 Why these numbers: a Triton or TileLang candidate may legitimately prepare
 with a few PyTorch ops (a ``.contiguous()``, an output allocation, a bias
@@ -40,6 +46,8 @@ TABLE_ROWS = 12
 _INDUCTOR = re.compile(r"^triton_(poi|red|per|tem|for|spl|mm|bmm|conv)_")
 _VENDOR = re.compile(r"cublas|cudnn|cutlass|xmma|nvjet|sm\d+_.*gemm|gemv2?T?_kernel|gemmSN|gemmk1|splitKreduce|"
                      r"cutensor|cufft|cusparse|magma|flash_fwd|fmha", re.I)
+_COPY = re.compile(r"direct_copy_kernel|copy_kernel|CatArrayBatchedCopy|FillFunctor|fill_kernel|^Memcpy|^Memset",
+                   re.I)
 _ATEN = re.compile(r"at::|aten::|c10::|elementwise_kernel|reduce_kernel|vectorized_|unrolled_|"
                    r"distribution_|Memset|Memcpy|CatArrayBatched|index_elementwise|softmax_warp|"
                    r"cunn_|layer_norm|batch_norm|group_norm|im2col|col2im", re.I)
@@ -61,6 +69,8 @@ def classify(name: str, library: set[str], dsl: set[str]) -> str:
         return "inductor"
     if _VENDOR.search(name):
         return "vendor"
+    if _COPY.search(name):
+        return "copy"
     if _ATEN.search(name):
         return "aten"
     return "other"
@@ -79,22 +89,24 @@ def attribute(rows: Iterable[Row], calls: int, library: set[str], dsl: set[str])
     per = max(1, calls)
     classed = sorted(((r, classify(r.name, library, dsl)) for r in rows), key=lambda rc: -rc[0].us)
     dsl_us = sum(r.us for r, kind in classed if kind == "dsl")
+    work = total - sum(r.us for r, kind in classed if kind == "copy")  # what computes: data movement left out
     table = tuple(KernelShare(name=r.name[:200], kind=kind, us_per_call=round(r.us / per, 3),
                               share=round(r.us / total, 4) if total else 0.0) for r, kind in classed[:TABLE_ROWS])
-    return KernelAttribution(method="profiler", dsl_share=round(dsl_us / total, 4) if total else 0.0, kernels=table)
+    return KernelAttribution(method="profiler", dsl_share=round(dsl_us / work, 4) if work > 0 else 0.0, kernels=table)
 
 
 def fallback_reason(att: KernelAttribution) -> str | None:
     """Why ``att`` is a library fallback, or None."""
     if att.dsl_share is None:
         return None
-    library = sum(k.share for k in att.kernels if k.kind == "library")
+    copy = sum(k.share for k in att.kernels if k.kind == "copy")
+    library = sum(k.share for k in att.kernels if k.kind == "library") / max(1e-9, 1.0 - copy)
     if att.dsl_share >= MIN_DSL_SHARE and library < MAX_LIBRARY_SHARE:
         return None
     others = ", ".join(f"{k.name[:60]} ({k.kind}, {k.share:.0%})" for k in att.kernels if k.kind != "dsl")[:400]
     if att.dsl_share < MIN_DSL_SHARE:
-        return (f"library fallback: {att.dsl_share:.0%} of the forward's GPU time is in the candidate's own "
-                f"Triton/TileLang kernels (at least {MIN_DSL_SHARE:.0%} required); the rest ran in "
+        return (f"library fallback: {att.dsl_share:.0%} of the forward's GPU time (less data movement) is in the "
+                f"candidate's own Triton/TileLang kernels (at least {MIN_DSL_SHARE:.0%} required); the rest ran in "
                 f"{others or 'other kernels'}")
     return (f"library fallback: {library:.0%} of the forward's GPU time is in the library op's own kernels (at most "
             f"{MAX_LIBRARY_SHARE:.0%} allowed beside the candidate's): {others}")

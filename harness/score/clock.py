@@ -3,7 +3,8 @@
 The candidate's worker times each call with CUDA events: fine-grained, but a
 claim (its interpreter can rewrite timers and reports). The parent also
 times *batches* of back-to-back calls on fresh inputs (made before the batch,
-while no candidate code runs) from its own side of the pipe (request sent ->
+while no candidate code runs; the whole batch handed to the forward's thread at
+once, so a thread switch per call does not count) from its own side of the pipe (request sent ->
 reply received, the worker synchronizing before it replies); an empty
 request's round trip is subtracted::
 

@@ -24,6 +24,12 @@ CONTENTION_MIN = 0.5
 kernel left spinning by the candidate doubles it or worse; other candidates compiling and starting beside a
 timed one moved it by up to 24% on the H200 (session 4's smoke run), which must not be blamed on anyone."""
 CONTENTION_MIN_MS = 0.02
+CONTENTION_HACK = 1.0
+"""Twice as slow while the candidate lived is REWARD_HACK (a kernel left spinning does that). Between
+:data:`CONTENTION_MIN` and this, the slowdown is not blamed: neighbours starting and compiling beside a timed
+candidate slowed an honest reference's library by 57% on the H200 (session 7, with the candidate's own times
+inflated alike); the record is scored against the quiet library time instead, so a sabotage that small gains
+nothing either."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,10 +177,21 @@ def markers_usable(markers: int) -> bool:
     return markers > 0
 
 
-def judge_contention(session_ms: float, session_rel_iqr: float, quiet_ms: float, quiet_rel_iqr: float) -> Failure | None:
-    """The library, timed while the candidate's process was alive, against a quiet re-measurement after it ended."""
+def slowed(session_ms: float, session_rel_iqr: float, quiet_ms: float, quiet_rel_iqr: float) -> float | None:
+    """How much slower (a fraction) the library ran while the candidate lived than after it ended, when beyond
+    noise (:data:`CONTENTION_MIN`, or 4x the two IQRs, and :data:`CONTENTION_MIN_MS`); else None."""
     tol = max(CONTENTION_MIN, 4.0 * (session_rel_iqr + quiet_rel_iqr))
     if session_ms <= quiet_ms * (1 + tol) or session_ms - quiet_ms < CONTENTION_MIN_MS:
+        return None
+    return session_ms / quiet_ms - 1
+
+
+def judge_contention(session_ms: float, session_rel_iqr: float, quiet_ms: float, quiet_rel_iqr: float) -> Failure | None:
+    """The library, timed while the candidate's process was alive, against a quiet re-measurement after it ended:
+    REWARD_HACK from :data:`CONTENTION_HACK` up (a smaller slowdown is rescored, see :func:`slowed`)."""
+    tol = max(CONTENTION_MIN, 4.0 * (session_rel_iqr + quiet_rel_iqr))
+    s = slowed(session_ms, session_rel_iqr, quiet_ms, quiet_rel_iqr)
+    if s is None or s < max(tol, CONTENTION_HACK):
         return None
     return hack(f"the library ran {session_ms / quiet_ms - 1:.0%} slower while the candidate's process was alive "
                 f"({session_ms:.4g} ms) than after it ended ({quiet_ms:.4g} ms, tolerance {tol:.0%}): the candidate "

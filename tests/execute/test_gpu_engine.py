@@ -115,7 +115,7 @@ def _run(folders: list[Path], tmp_path: Path, tags: tuple[str, ...], jobs: int =
 
     env = envmod.snapshot("cuda", 0)
     opts = RunOptions(device="cuda", gpus=(0,), timing=TimingConfig.for_device("cuda", quick=True), jobs=jobs,
-                      compile_timeout_s=120, round_timeout_s=30, timing_timeout_s=60, base_seed=7)
+                      compile_timeout_s=120, round_timeout_s=15, timing_timeout_s=30, base_seed=7)
     req = EvalRequest(submissions=folders, registry=load_registry(), out_dir=tmp_path / "out", options=opts, env=env,
                       workload_tags=tags, progress=False, ceilings=load_or_measure(env.to_dict(), quick=True))
     return evaluate(req)

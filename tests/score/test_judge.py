@@ -88,6 +88,32 @@ def test_contention_flags_a_library_slowed_while_the_candidate_lived():
     assert judge.judge_contention(0.002, 0.01, 0.001, 0.01) is None  # tiny absolute difference
 
 
+def test_a_library_slowed_by_neighbours_is_rescored_not_blamed():
+    """False accusation it stops (H200, session 7): an honest TileLang bmm's library ran 57% slower while it lived
+    (0.138 vs 0.088 ms) because neighbours were starting beside it; its own times were inflated alike. Below 2x
+    nobody is blamed: the record is scored against the quiet library time, so a sabotage that small gains nothing."""
+    import types
+
+    from harness.execute.timing_phase import TimingPhase, stats
+
+    assert judge.judge_contention(0.138, 0.062, 0.088, 0.01) is None
+    assert judge.slowed(0.138, 0.062, 0.088, 0.01) == pytest.approx(0.138 / 0.088 - 1)
+    assert judge.slowed(0.12, 0.01, 0.1, 0.01) is None
+    seen = []
+
+    def screen(w, kt, lt):
+        seen.append((kt.median_ms, lt.median_ms))
+        return "screened"
+
+    session = types.SimpleNamespace(dev=types.SimpleNamespace(screen_for=lambda p: screen), p=None)
+    old = types.SimpleNamespace(status=Status.PASSED, timing=stats([0.19, 0.19, 0.19], "cuda_event"), warnings=(),
+                                replace=lambda **kw: kw)
+    quiet = stats([0.088, 0.088, 0.089], "cuda_event")
+    new = TimingPhase(session)._rescore(None, old, 0.138, quiet)
+    assert new["library_timing"] is quiet and new["screening"] == "screened" and seen == [(0.19, 0.088)]
+    assert "57% slower" in new["warnings"][0]
+
+
 def test_clock_agreement_host_bound_and_forgery():
     ok = judge_clock(event_kernel_ms=1.0, event_library_ms=1.2, enqueue_us=20, trusted_kernel_ms=1.1,
                      trusted_library_ms=1.25, kernel_spread=0.02, n=10)
@@ -121,6 +147,27 @@ def test_attribution_classes_and_the_fallback_rule():
     fallback = attr.attribute([attr.Row("_dummy", 1.0, 5), attr.Row(next(iter(library)), 100.0, 5)], 5, library,
                               {"_dummy"})
     assert "library fallback" in attr.fallback_reason(fallback)
+
+
+def test_data_movement_around_an_own_kernel_is_slow_not_a_fallback():
+    """False accusation it stops (H200, session 7): the bundled defect rmsnorm__fp64_promotion casts its input
+    to float64 and back with PyTorch around its own kernel; the casts were 64-79% of its GPU time and the honest,
+    slow kernel was called a library fallback. Copies and casts compute nothing of the op: they are left out of
+    the shares, so it is judged on speed. Computing the op with other aten kernels still is a fallback."""
+    cast = "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)>"
+    att = attr.attribute([attr.Row("_rmsnorm_fp64_kernel", 36.0, 5), attr.Row(cast, 64.0, 5)], 5, set(),
+                         {"_rmsnorm_fp64_kernel"})
+    assert [k.kind for k in att.kernels] == ["copy", "dsl"] and att.dsl_share == 1.0
+    assert attr.fallback_reason(att) is None
+    composite = attr.attribute([attr.Row("_decoy", 10.0, 5), attr.Row(cast, 30.0, 5),
+                                attr.Row("void at::native::reduce_kernel<512, 1, ReduceOp<float, MaxOps>>", 30.0, 5),
+                                attr.Row("void at::native::vectorized_elementwise_kernel<4, exp_kernel_cuda>", 30.0, 5)],
+                               5, set(), {"_decoy"})
+    assert composite.dsl_share == pytest.approx(10 / 70, abs=1e-4) and "library fallback" in attr.fallback_reason(composite)
+    library = {"vectorized_elementwise_kernel<GeluCUDAKernelImpl>"}
+    cover = attr.attribute([attr.Row("_gelu_kernel", 40.0, 5), attr.Row(next(iter(library)), 30.0, 5),
+                            attr.Row(cast, 30.0, 5)], 5, library, {"_gelu_kernel"})
+    assert "library op's own kernels" in attr.fallback_reason(cover)  # 30 of the 70 that compute: 43%
 
 
 def test_a_decoy_kernel_beside_the_librarys_is_still_a_fallback():

@@ -24,7 +24,7 @@ if [ "$part" = part1 ]; then
   cat "$OUT/environment.txt"
   stamp "pytest -m gpu"
   # every GPU test, the GPU fixtures among them (session 4 deselected them; its 120 s budget ended inside them)
-  timeout 230 python3 -m pytest -q -m gpu -p no:cacheprovider tests/ 2>&1 | tail -15 | tee "$OUT/pytest_gpu.txt"
+  timeout ${KG_PYTEST_S:-300} python3 -m pytest -q -m gpu -p no:cacheprovider tests/ 2>&1 | tail -15 | tee "$OUT/pytest_gpu.txt"
   stamp "fixtures"
   timeout $(( ${KG_P1_END:-570} - ($(date +%s) - t0) )) python3 -m harness run tests/execute/fixtures/mixed \
     tests/execute/fixtures/hostile tests/execute/fixtures/exploits --device cuda --tags smoke --out "$OUT/fixtures" \

@@ -99,7 +99,7 @@ def render(kg_rows: list[dict], ind_rows: list[dict], kb_rows: list[dict], wall:
     out.append("")
     rate, span = per_hour(kg_rows)
     lines = []
-    if rate:
+    if rate and "kernelgate" not in wall:  # a given wall is authoritative (records merged from two runs have no span)
         lines.append(f"| KernelGate | {len(kg_rows)} | {span:.0f} s first to last record | {rate:,.0f} |")
     for name, rows in (("independent", ind), ("kb_eval", kb)):
         if name in wall and rows:
