@@ -33,7 +33,8 @@ from dataclasses import dataclass
 
 BASE_TOLERANCE = 0.25
 """Back-to-back calls share L2 and overlap host and GPU work; cold event samples do neither. 25% covers that
-difference for honest kernels on a GPU (measured in the committed H200 runs, see docs/security.md)."""
+difference for honest kernels on a GPU (measured in the committed H200 runs, leaderboards/h200-2026-12-01-s4
+and -s7)."""
 CPU_TOLERANCE = 1.0
 """On the CPU path the worker's clock and the parent's share two loaded cores with compiling neighbours: only
 a claim more than twice as fast as the parent's clock is called a disagreement there, and it is a warning,
