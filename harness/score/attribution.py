@@ -20,8 +20,9 @@ is in the library op's own kernels (learned from the reference, so trusted).
 Both shares are of the forward's GPU time *less its data movement* (``copy``
 kernels): a copy or a cast computes nothing of the op, so a candidate that
 promotes to float64 around its own kernel is slow (an authoring defect, which
-the screening reports), not a fallback; a copy that is the library op itself
-is classed ``library`` first. A ``# kernelgate: dsl=...`` header changes
+the screening reports), not a fallback. Where the op itself moves data (its
+library kernels include a copy: a concatenation, a layout change), copies
+count as work like any PyTorch kernel. A ``# kernelgate: dsl=...`` header changes
 nothing here.
 
 Why these numbers: a Triton or TileLang candidate may legitimately prepare
@@ -46,8 +47,7 @@ TABLE_ROWS = 12
 _INDUCTOR = re.compile(r"^triton_(poi|red|per|tem|for|spl|mm|bmm|conv)_")
 _VENDOR = re.compile(r"cublas|cudnn|cutlass|xmma|nvjet|sm\d+_.*gemm|gemv2?T?_kernel|gemmSN|gemmk1|splitKreduce|"
                      r"cutensor|cufft|cusparse|magma|flash_fwd|fmha", re.I)
-_COPY = re.compile(r"direct_copy_kernel|copy_kernel|CatArrayBatchedCopy|FillFunctor|fill_kernel|^Memcpy|^Memset",
-                   re.I)
+_COPY = re.compile(r"direct_copy_kernel|CatArrayBatchedCopy|FillFunctor|fill_kernel|^Memcpy|^Memset", re.I)
 _ATEN = re.compile(r"at::|aten::|c10::|elementwise_kernel|reduce_kernel|vectorized_|unrolled_|"
                    r"distribution_|Memset|Memcpy|CatArrayBatched|index_elementwise|softmax_warp|"
                    r"cunn_|layer_norm|batch_norm|group_norm|im2col|col2im", re.I)
@@ -69,8 +69,8 @@ def classify(name: str, library: set[str], dsl: set[str]) -> str:
         return "inductor"
     if _VENDOR.search(name):
         return "vendor"
-    if _COPY.search(name):
-        return "copy"
+    if _COPY.search(name) and not any(_COPY.search(n) for n in library):
+        return "copy"  # unless the op itself moves data (its own kernels copy): then a copy may be its work
     if _ATEN.search(name):
         return "aten"
     return "other"

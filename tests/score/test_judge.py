@@ -168,6 +168,10 @@ def test_data_movement_around_an_own_kernel_is_slow_not_a_fallback():
     cover = attr.attribute([attr.Row("_gelu_kernel", 40.0, 5), attr.Row(next(iter(library)), 30.0, 5),
                             attr.Row(cast, 30.0, 5)], 5, library, {"_gelu_kernel"})
     assert "library op's own kernels" in attr.fallback_reason(cover)  # 30 of the 70 that compute: 43%
+    # where the op itself moves data, a copy may be its work: a decoy beside PyTorch's copy is a fallback
+    lib_copy = {"CatArrayBatchedCopy<float, unsigned int, 3, 128, 1>"}
+    moved = attr.attribute([attr.Row("_decoy", 10.0, 5), attr.Row(cast, 90.0, 5)], 5, lib_copy, {"_decoy"})
+    assert [k.kind for k in moved.kernels] == ["aten", "dsl"] and "library fallback" in attr.fallback_reason(moved)
 
 
 def test_a_decoy_kernel_beside_the_librarys_is_still_a_fallback():
