@@ -307,7 +307,8 @@ def verify(req: P.Verify) -> P.VerifyReply:
         if isinstance(changed, str) or changed:
             return P.VerifyReply(ok=False, status="REWARD_HACK",
                                  detail=f"a timed call modified its input(s): {changed}")
-    # the library's kept output is the reference here; the comparison reads it chunk by chunk (as float32: no float64 operand)
+    # the library's kept output is the reference here; the comparison reads it chunk by chunk, as float32 (no
+    # operand is float64)
     res = compare_outputs(outs, libs, libs, atol=req.atol * req.tolerance_factor, rtol=req.rtol * req.tolerance_factor,
                           reduction_length=req.reduction_length)
     return P.VerifyReply(ok=res["ok"], status=res["status"], detail=res["detail"], max_excess=res["max_excess"])
