@@ -385,9 +385,8 @@ class Session:
         self.finished = True
 
     # ------------------------------------------------------------------ one workload
-    def _call(self, cid: int, seed: int, transform: int, hold: float, release: tuple[int, ...] = (),
-              poison: bool = True) -> P.CallReport:
-        self._send(P.Call(call_id=cid, seed=seed, transform=transform, hold_us=hold, release=release, poison=poison))
+    def _call(self, cid: int, seed: int, transform: int, hold: float, release: tuple[int, ...] = ()) -> P.CallReport:
+        self._send(P.Call(call_id=cid, seed=seed, transform=transform, hold_us=hold, release=release))
         r = self._recv(self.o.round_timeout_s + (self.o.compile_timeout_s if cid == 0 else 0), f"running call {cid}",
                        P.CallReport)
         if r.call_id != cid:
