@@ -31,12 +31,14 @@ class CheckerDied(RuntimeError):
 class CheckerProcess:
     """One checker subprocess speaking :mod:`harness.execute.protocol` on stdin/stdout."""
 
-    def __init__(self, device: str, gpu: int | None, scratch: Path, threads: int = 1):
+    def __init__(self, device: str, gpu: int | None, scratch: Path, threads: int = 1, cpus: Any = None):
         env = scrubbed_env(scratch, device, gpu, threads)
         env.pop("TRITON_INTERPRET", None)  # the checker never runs candidate kernels
         self.stderr = CappedBuffer()
         self.proc = popen([sys.executable, "-m", "harness.execute.checker"], stdin=subprocess.PIPE,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=scratch)
+        if cpus is not None:
+            cpus.confine(self.proc.pid)  # widened only while it serves a timing phase (harness.execute.cpus)
         threading.Thread(target=drain, args=(self.proc.stderr, self.stderr), daemon=True).start()
         self.lock = threading.Lock()
 
@@ -66,11 +68,12 @@ class CheckerProcess:
 
 
 class CheckerPool:
-    def __init__(self, device: str, gpu: int | None, scratch: Path, size: int = 1, threads: int = 1):
+    def __init__(self, device: str, gpu: int | None, scratch: Path, size: int = 1, threads: int = 1,
+                 cpus: Any = None):
         scratch.mkdir(parents=True, exist_ok=True)
         for sub in ("tmp", "home", "cache"):
             (scratch / sub).mkdir(exist_ok=True)
-        self.procs = [CheckerProcess(device, gpu, scratch, threads) for _ in range(max(1, size))]
+        self.procs = [CheckerProcess(device, gpu, scratch, threads, cpus) for _ in range(max(1, size))]
         self._cv = threading.Condition()
         self._free: list[CheckerProcess] = list(self.procs)
         self._last: dict[str, CheckerProcess] = {}  # workload key -> the process that computed its references

@@ -32,17 +32,31 @@ def round_seed(base_seed: int, workload: str, round_idx: int) -> int:
     return int.from_bytes(h[:7], "little")
 
 
-def _transform(x: Any, mode: str, round_idx: int) -> Any:
+def _shaped(x: Any, mode: str, round_idx: int, tdtype: Any) -> Any:
+    """One input tensor transformed for its round, cast to ``tdtype`` and made contiguous.
+
+    The transform and the cast are one kernel (``shift + scale * x`` written straight into a ``tdtype``
+    tensor), and the identity rounds cost only the cast: every timed call makes fresh inputs on both sides,
+    and for a 16384 x 8192 fp16 input three separate passes (scale, shift, cast) moved 2.3 GB per call
+    where this moves 0.8-1.3 GB. The raw tensors are never changed in place (``get_inputs`` may return
+    one tensor twice).
+    """
     import torch
 
-    if not (isinstance(x, torch.Tensor) and x.is_floating_point()) or mode == "none":
+    if not isinstance(x, torch.Tensor):
         return x
+    if not x.is_floating_point():
+        return x.contiguous()
     scale, shift = ROUND_TRANSFORMS[round_idx % len(ROUND_TRANSFORMS)]
+    if mode == "none" or (mode in ("any", "scale") and scale == 1.0 and (shift == 0.0 or mode == "scale")):
+        return x.to(tdtype).contiguous()
+    out = torch.empty(x.shape, dtype=tdtype, device=x.device)
     if mode == "positive":
-        return x.abs() * scale + abs(shift) + 1e-3
+        return torch.add(torch.tensor(abs(shift) + 1e-3, dtype=x.dtype, device=x.device), x.abs(), alpha=scale,
+                         out=out)
     if mode == "scale":
-        return x * scale
-    return x * scale + shift
+        return torch.mul(x, scale, out=out)
+    return torch.add(torch.tensor(shift, dtype=x.dtype, device=x.device), x, alpha=scale, out=out)
 
 
 def make_inputs(module: Any, dtype: str, device: str, seed: int, round_idx: int, input_transform: str) -> list:
@@ -58,16 +72,8 @@ def make_inputs(module: Any, dtype: str, device: str, seed: int, round_idx: int,
     torch.manual_seed(seed)
     with torch.device(device):
         raw = module.get_inputs()
-    out = []
-    for x in raw:
-        if isinstance(x, torch.Tensor):
-            x = x.to(device)
-            x = _transform(x, input_transform, round_idx)
-            if x.is_floating_point():
-                x = x.to(tdtype)
-            x = x.contiguous()
-        out.append(x)
-    return out
+    return [_shaped(x.to(device) if isinstance(x, torch.Tensor) else x, input_transform, round_idx, tdtype)
+            for x in raw]
 
 
 def make_reference_model(module: Any, dtype: str, device: str, seed: int, mode: str = "eval") -> Any:

@@ -19,6 +19,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Callable
 
+from harness.execute import cpus
 from harness.execute.checker import cache_limit_bytes as checker_cache_bytes
 from harness.execute.checker_client import CheckerPool
 from harness.execute.gate import DeviceGate
@@ -54,7 +55,8 @@ class LocalExecutor:
         pool_size = min(2 * self.per_device, 8)
         self.devices: dict[int | None, DeviceContext] = {}
         self.checker_dirs: list[Path] = []
-        for g in self.gpus:
+        cpu_plans = cpus.plans(len(self.gpus)) if opts.device == "cuda" else [None] * len(self.gpus)
+        for g, plan in zip(self.gpus, cpu_plans):
             denv = env if g in (None, self.gpus[0]) else _env_for(env, g)
             tag = "cpu" if g is None else str(g)
             # every process's CUDA context, and each checker's bounded reference cache
@@ -62,13 +64,14 @@ class LocalExecutor:
             # on the CPU path only a fake capacity (KERNELGATE_FAKE_DEVICE_MEMORY_GB, for tests) is admitted against
             capacity = device_capacity(g) if opts.device == "cuda" else fake_capacity()
             memory = DeviceMemory(capacity, opts.memory_margin, fixed)
-            pool = (WorkerPool(opts, g, root, run_id[:8], problem_paths, pool_size, tilelang, self.demand)
-                    if opts.prestart and expected_tasks else None)
+            pool = (WorkerPool(opts, g, root, run_id[:8], problem_paths, pool_size, tilelang, self.demand,
+                               cpus=plan) if opts.prestart and expected_tasks else None)
             self.checker_dirs.append(root / f"checker-{run_id[:8]}-{tag}")
             self.devices[g] = DeviceContext(
                 opts=opts, env=denv, run_id=run_id, gpu=g,
-                checkers=CheckerPool(opts.device, g, self.checker_dirs[-1], size=slots, threads=opts.cpu_threads),
-                gate=DeviceGate(slots), memory=memory, pool=pool, screen_for=screen_for)
+                checkers=CheckerPool(opts.device, g, self.checker_dirs[-1], size=slots, threads=opts.cpu_threads,
+                                     cpus=plan),
+                gate=DeviceGate(slots), memory=memory, pool=pool, screen_for=screen_for, cpus=plan)
 
     def _run_one(self, task: Task, g: int | None) -> list[JobResult]:
         try:

@@ -8,16 +8,40 @@ context; it waits for one candidate's spec, serves that candidate only, and
 exits like any worker. Every worker taken is replaced at once, up to ``size``
 idle or starting. Nothing about the candidate is known to the worker before
 its spec, so the isolation guarantees are those of a freshly spawned worker.
+
+A worker counts as idle only once it has written its warm line
+(:data:`harness.execute.protocol.WARM_LINE`), and at most ``max_starting``
+warm up at once. Bug it stops: a 12-job suite on the H200 started about 20
+interpreters at once (eight spares and the sessions' replacements, each
+importing torch, Triton and TileLang and making a CUDA context, beside the
+checkers) on 16 cores; all became usable together after 15-18 s, and the
+GPU waited that long for its first candidate (leaderboards/h200-2026-12-02-s7,
+run3-suite: the first record 23 s into a 126 s run). Warming a few at a time
+makes the first ones usable first; the rest follow while those are checked
+and timed.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from harness.execute.options import RunOptions
-from harness.execute.process import WorkerProc, make_scratch, spawn_worker
+from harness.execute.process import WorkerProc, make_scratch, spawn_worker, wait_ready
+
+WARM_TIMEOUT_S = 300.0
+"""A pre-started worker not warm by then is discarded (a hung CUDA context, a stuck import)."""
+MAX_FAILED_STARTS = 3
+"""Pre-started workers that died or hung in a row before the pool stops starting them; sessions then spawn
+their own workers, whose failure is reported on the record (a broken environment, not a candidate)."""
+
+
+def default_max_starting() -> int:
+    """Workers warming up at once: a quarter of this machine's cores, at least 2."""
+    return max(2, (os.cpu_count() or 4) // 4)
 
 
 class Demand:
@@ -50,44 +74,60 @@ def prestart_settings(opts: RunOptions, problem_paths: list[Path], tilelang: boo
 
 class WorkerPool:
     def __init__(self, opts: RunOptions, gpu: int | None, root: Path, tag: str, problem_paths: list[Path], size: int,
-                 tilelang: bool = False, demand: Demand | None = None):
+                 tilelang: bool = False, demand: Demand | None = None, max_starting: int | None = None,
+                 warm_timeout_s: float = WARM_TIMEOUT_S, cpus: Any = None):
         self.o, self.gpu, self.root, self.tag, self.size = opts, gpu, root, tag, max(0, size)
+        self.cpus = cpus
         self.demand = demand or Demand(1 << 30)
         self.prestart = prestart_settings(opts, problem_paths, tilelang)
+        self.max_starting = max(1, max_starting or default_max_starting())
+        self.warm_timeout_s = warm_timeout_s
         self._idle: list[WorkerProc] = []
         self._starting = 0
+        self._failed_in_a_row = 0
         self._closed = False
         self._lock = threading.Condition()
-        for _ in range(self.size):
-            self._start_one()
+        self._fill()
 
-    def _start_one(self) -> None:
-        with self._lock:
-            if self._closed or len(self._idle) + self._starting >= min(self.size, self.demand.left):
-                return
-            self._starting += 1
-        threading.Thread(target=self._spawn, daemon=True).start()
+    @property
+    def broken(self) -> bool:
+        """True once :data:`MAX_FAILED_STARTS` pre-started workers in a row failed to warm up."""
+        return self._failed_in_a_row >= MAX_FAILED_STARTS
+
+    def _fill(self) -> None:
+        """Start workers until ``size`` are idle or warming (no more than candidates are left, no more than
+        ``max_starting`` warming at once)."""
+        while True:
+            with self._lock:
+                if (self._closed or self.broken or self._starting >= self.max_starting
+                        or len(self._idle) + self._starting >= min(self.size, self.demand.left)):
+                    return
+                self._starting += 1
+            threading.Thread(target=self._spawn, daemon=True).start()
 
     def _spawn(self) -> None:
         w = None
         try:
             w = spawn_worker(make_scratch(self.root, f"{self.tag}-pool"), self.o.device, self.gpu, self.prestart,
-                             self.o.cpu_threads)
+                             self.o.cpu_threads, cpus=self.cpus)
+            warm = wait_ready(w, self.warm_timeout_s)
         except OSError:
-            pass
+            warm = False
         with self._lock:
             self._starting -= 1
-            if w is not None and not self._closed:
+            self._failed_in_a_row = 0 if warm else self._failed_in_a_row + 1
+            if warm and w is not None and not self._closed:
                 self._idle.append(w)
                 w = None
             self._lock.notify_all()
         if w is not None:
             w.discard()
+        self._fill()
 
     def take(self, wait_s: float = 120.0) -> WorkerProc | None:
-        """A pre-started worker (oldest first), or None; either way a replacement starts.
+        """A pre-started, warm worker (oldest first), or None; either way a replacement starts.
 
-        When none is idle but some are starting, waits for one (up to ``wait_s``): it
+        When none is idle but some are warming up, waits for one (up to ``wait_s``): it
         started earlier than a worker spawned now would, so waiting is never slower.
         """
         self.demand.take()
@@ -105,7 +145,7 @@ class WorkerPool:
                 if got is not None or self._starting == 0 or left <= 0:
                     break
                 self._lock.wait(timeout=left)
-        self._start_one()
+        self._fill()
         return got
 
     def close(self, timeout_s: float = 30.0) -> None:

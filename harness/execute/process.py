@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.execute.protocol import WARM_LINE
+
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 OUTPUT_CAP_BYTES = 64 * 1024
 SCRATCH_DIRS = ("tmp", "handoff", "triton-cache", "tilelang-cache", "cache", "home")
@@ -209,9 +211,32 @@ class WorkerProc:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
+def wait_ready(w: "WorkerProc", timeout_s: float) -> bool:
+    """Read a pre-started worker's :data:`harness.execute.protocol.WARM_LINE` (byte by byte, so nothing after it is consumed);
+    False when it exited, wrote anything else or took longer than ``timeout_s``."""
+    import select
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    got = b""
+    while not got.endswith(b"\n") and len(got) < len(WARM_LINE):
+        left = deadline - time.monotonic()
+        if left <= 0 or w.c2p_r < 0:
+            return False
+        ready, _, _ = select.select([w.c2p_r], [], [], min(left, 1.0))
+        if not ready:
+            continue
+        chunk = os.read(w.c2p_r, 1)
+        if not chunk:
+            return False
+        got += chunk
+    return got == WARM_LINE
+
+
 def spawn_worker(scratch: Path, device: str, gpu: int | None, prestart: dict | None = None,
-                 threads: int = 1) -> WorkerProc:
-    """Start ``python -m harness.execute.worker`` in ``scratch``: fresh interpreter, scrubbed env, own session."""
+                 threads: int = 1, cpus: Any = None) -> WorkerProc:
+    """Start ``python -m harness.execute.worker`` in ``scratch``: fresh interpreter, scrubbed env, own session;
+    kept off the timed pair's cores when ``cpus`` (a :class:`harness.execute.cpus.CpuPlan`) is given."""
     p2c_r, p2c_w = os.pipe()
     c2p_r, c2p_w = os.pipe()
     argv = [sys.executable, "-m", "harness.execute.worker", "--in-fd", str(p2c_r), "--out-fd", str(c2p_w)]
@@ -223,6 +248,8 @@ def spawn_worker(scratch: Path, device: str, gpu: int | None, prestart: dict | N
     finally:
         os.close(p2c_r)
         os.close(c2p_w)
+    if cpus is not None:
+        cpus.confine(proc.pid)  # before it starts threads: they inherit the main thread's cores
     out_buf, err_buf = CappedBuffer(), CappedBuffer()
     drains = [threading.Thread(target=drain, args=(proc.stdout, out_buf), daemon=True),
               threading.Thread(target=drain, args=(proc.stderr, err_buf), daemon=True)]

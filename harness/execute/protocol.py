@@ -15,6 +15,7 @@ network packet: a message that does not decode is a protocol violation
 
 Conversation with a worker (one candidate, its workloads in order)::
 
+    worker -> parent   WARM_LINE             pre-started workers only, unsigned, before the Spec: warm
     parent -> worker   Spec                  first line, unsigned: carries the channel key
     worker -> parent   Ready                 sandbox, audit hooks and profiler in place
     worker -> parent   Imported | Fatal
@@ -52,6 +53,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 VERSION = 2
+WARM_LINE = b"kernelgate-worker-warm\n"
+"""A pre-started worker's one raw line, written once it is warm (sandboxed, torch and the profiler loaded,
+CUDA context made) and before any candidate exists; the pool hands out only workers that wrote it."""
 MAX_TEXT = 8000
 MAX_LIST = 4096
 MAX_SOURCES_CHARS = 400_000

@@ -27,6 +27,7 @@ record) reads top to bottom in one place; the phases with their own logic live b
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import os
@@ -37,7 +38,7 @@ import shutil
 import statistics
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from harness.execute import protocol as P
 from harness.execute.channel import ChannelError, Endpoint, send_raw_json
@@ -177,6 +178,22 @@ class Session:
         elif held == "exclusive":
             self.dev.gate.release_exclusive()
 
+    @contextlib.contextmanager
+    def _timed_cores(self, *pids: int) -> Iterator[None]:
+        """The cores kept for this device's timed pair, for ``pids`` while the block runs
+        (:mod:`harness.execute.cpus`; nothing without a plan)."""
+        plan = self.dev.cpus
+        if plan is None:
+            yield
+            return
+        for pid in pids:
+            plan.widen(pid)
+        try:
+            yield
+        finally:
+            for pid in pids:
+                plan.confine(pid)
+
     # ------------------------------------------------------------------ the process
     def run(self) -> list[JobResult]:
         self._clock = time.monotonic()
@@ -208,7 +225,8 @@ class Session:
         if worker is None:
             root = Path(self.o.scratch_root or os.environ.get("TMPDIR", "/tmp")).resolve()
             worker = spawn_worker(make_scratch(root, f"{self.dev.run_id[:8]}-{self.c.sha256[:12]}"), self.o.device,
-                                  self.dev.gpu, threads=self.o.cpu_threads)
+                                  self.dev.gpu, threads=self.o.cpu_threads, cpus=self.dev.cpus)
+        self.worker_pid = worker.proc.pid
         cand_file = worker.scratch / self.c.path.name
         cand_file.write_bytes(self.t.source)
         self.handoff_dir = worker.scratch / "handoff"
@@ -561,7 +579,7 @@ class Session:
         self._acquire("exclusive")  # nothing else runs on this GPU while it is timed
         self._lap(w.name, "timing_wait_s")
         cfg: TimingConfig = o.timing
-        with self.dev.checkers.lease(ctx.key) as checker:
+        with self.dev.checkers.lease(ctx.key) as checker, self._timed_cores(self.worker_pid, checker.proc.pid):
             phase = TimingPhase(self)
             t_part = time.monotonic()
             result = phase.sample(w, ctx, checker, cfg, lib_excess)

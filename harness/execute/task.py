@@ -59,6 +59,8 @@ class DeviceContext:
     """:class:`harness.execute.pool.WorkerPool` or None (spawn on demand)."""
     screen_for: Callable[[Any], Callable | None] | None = None
     """Problem -> its screening callback (None: no ceilings, so no screening)."""
+    cpus: Any = None
+    """:class:`harness.execute.cpus.CpuPlan`: the cores kept for this device's timed pair, or None."""
     library_kernels: dict[str, frozenset] = field(default_factory=dict)
     """Checker context key -> names of the library op's kernels (profiled once per run)."""
     quiet_library: dict[str, tuple[float, float]] = field(default_factory=dict)

@@ -460,6 +460,7 @@ def main(argv: list[str] | None = None) -> int:
     if pre is not None:
         sandbox = _lock_down(pre, pre["problem_paths"])
         warm = _warm_up(pre)
+        os.write(args.out_fd, P.WARM_LINE)  # the pool hands out only warm workers
     reader = os.fdopen(args.in_fd, "rb", buffering=0)
     line = b""
     while not line.endswith(b"\n"):

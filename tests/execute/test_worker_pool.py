@@ -95,3 +95,51 @@ def test_pool_starts_no_more_workers_than_candidates_left(tmp_path):
     finally:
         pool.close()
     w.discard()
+
+
+def test_pool_hands_out_only_warm_workers_and_warms_a_few_at_a_time(tmp_path):
+    """Bug it stops: the pool counted a worker idle as soon as it was spawned, so a 12-job GPU run warmed ~20
+    interpreters at once and the first candidate waited for all of them (15-18 s on the H200)."""
+    opts = RunOptions(device="cpu", sandbox=False)
+    problem = load_registry().get("gelu").path
+    pool = WorkerPool(opts, None, tmp_path, "m", [problem], size=3, max_starting=1)
+    seen_starting = set()
+    try:
+        t0 = time.monotonic()
+        while len(pool._idle) < 3:
+            assert time.monotonic() - t0 < 180, "pre-started workers never became warm"
+            seen_starting.add(pool._starting)
+            time.sleep(0.05)
+        assert seen_starting <= {0, 1}  # never two warming at once
+        w = pool.take()
+        assert w is not None and w.proc.poll() is None
+        # the warm line was consumed by the pool: what the worker sends next is the signed channel's
+        import select
+        assert select.select([w.c2p_r], [], [], 0.2)[0] == []
+    finally:
+        pool.close()
+    w.discard()
+
+
+def test_pool_stops_prestarting_after_workers_fail_to_warm(tmp_path):
+    """A broken environment (here: settings a worker cannot warm up with) must not respawn forever; the pool
+    gives up after a few failures in a row and take() returns None, so sessions spawn their own workers and
+    report the failure on the record."""
+    from harness.execute.pool import MAX_FAILED_STARTS
+
+    opts = RunOptions(device="cpu", sandbox=False)
+    problem = load_registry().get("gelu").path
+    pool = WorkerPool(opts, None, tmp_path, "b", [problem], size=0, max_starting=1)  # starts nothing yet
+    pool.prestart = {**pool.prestart, "cpu_threads": "not a number"}  # the worker's warm-up raises on it
+    pool.size = 2
+    try:
+        pool._fill()
+        t0 = time.monotonic()
+        while not pool.broken:
+            assert time.monotonic() - t0 < 180, "the pool kept starting workers that cannot warm up"
+            time.sleep(0.1)
+        time.sleep(0.5)
+        assert pool._failed_in_a_row == MAX_FAILED_STARTS and pool._starting == 0 and not pool._idle
+        assert pool.take(wait_s=1.0) is None
+    finally:
+        pool.close()
