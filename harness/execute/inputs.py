@@ -51,12 +51,11 @@ def _shaped(x: Any, mode: str, round_idx: int, tdtype: Any) -> Any:
     if mode == "none" or (mode in ("any", "scale") and scale == 1.0 and (shift == 0.0 or mode == "scale")):
         return x.to(tdtype).contiguous()
     out = torch.empty(x.shape, dtype=tdtype, device=x.device)
-    if mode == "positive":
-        return torch.add(torch.tensor(abs(shift) + 1e-3, dtype=x.dtype, device=x.device), x.abs(), alpha=scale,
-                         out=out)
     if mode == "scale":
         return torch.mul(x, scale, out=out)
-    return torch.add(torch.tensor(shift, dtype=x.dtype, device=x.device), x, alpha=scale, out=out)
+    # a 0-dim CPU tensor is a scalar operand on any device (no copy to the GPU)
+    base = torch.tensor(abs(shift) + 1e-3 if mode == "positive" else shift, dtype=x.dtype)
+    return torch.add(base, x.abs() if mode == "positive" else x, alpha=scale, out=out)
 
 
 def make_inputs(module: Any, dtype: str, device: str, seed: int, round_idx: int, input_transform: str) -> list:
