@@ -10,15 +10,14 @@ idle or starting. Nothing about the candidate is known to the worker before
 its spec, so the isolation guarantees are those of a freshly spawned worker.
 
 A worker counts as idle only once it has written its warm line
-(:data:`harness.execute.protocol.WARM_LINE`), and at most ``max_starting``
-warm up at once. Bug it stops: a 12-job suite on the H200 started about 20
-interpreters at once (eight spares and the sessions' replacements, each
-importing torch, Triton and TileLang and making a CUDA context, beside the
-checkers) on 16 cores; all became usable together after 15-18 s, and the
-GPU waited that long for its first candidate (leaderboards/h200-2026-12-02-s7,
-run3-suite: the first record 23 s into a 126 s run). Warming a few at a time
-makes the first ones usable first; the rest follow while those are checked
-and timed.
+(:func:`harness.execute.protocol.warm_line`, with the seconds each warm-up
+step took), so a session is handed a worker that is ready, the oldest first,
+instead of the one it happened to spawn. At most ``max_starting`` warm up at
+once: one per core by default. Measured on the H200 (session 8): a quarter of
+the cores (4 of 16) made the warm-ups the bottleneck of a 12-job run (the
+median candidate waited 16.7 s for a worker; 2,302 evaluations per GPU-hour
+against 2,905 with no limit), because one warm-up takes about 12 s even when
+few run beside it.
 """
 
 from __future__ import annotations
@@ -40,8 +39,8 @@ their own workers, whose failure is reported on the record (a broken environment
 
 
 def default_max_starting() -> int:
-    """Workers warming up at once: a quarter of this machine's cores, at least 2."""
-    return max(2, (os.cpu_count() or 4) // 4)
+    """Workers warming up at once: one per core of this machine (a warm-up is mostly one thread)."""
+    return max(2, os.cpu_count() or 4)
 
 
 class Demand:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.execute.protocol import WARM_LINE
+from harness.execute.protocol import WARM_LINE_MAX, parse_warm_line
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 OUTPUT_CAP_BYTES = 64 * 1024
@@ -191,6 +191,9 @@ class WorkerProc:
     err_buf: CappedBuffer
     drains: list
     prestarted: bool = False
+    warm_s: dict | None = None
+    """A pre-started worker's warm-up, step by step (its claim) and ``wall_s`` (spawn to warm, the parent's
+    clock): diagnostics, ``warm_*`` in the records' ``phase_s``."""
 
     def close_fds(self) -> None:
         """Close the parent's pipe ends, once: a closed end is set to -1 (its number may already be reused by
@@ -212,14 +215,16 @@ class WorkerProc:
 
 
 def wait_ready(w: "WorkerProc", timeout_s: float) -> bool:
-    """Read a pre-started worker's :data:`harness.execute.protocol.WARM_LINE` (byte by byte, so nothing after it is consumed);
-    False when it exited, wrote anything else or took longer than ``timeout_s``."""
+    """Read a pre-started worker's warm line (:func:`harness.execute.protocol.warm_line`; byte by byte, so
+    nothing after it is consumed) into ``w.warm_s``; False when it exited, wrote anything else or took longer
+    than ``timeout_s``."""
     import select
     import time
 
-    deadline = time.monotonic() + timeout_s
+    t0 = time.monotonic()
+    deadline = t0 + timeout_s
     got = b""
-    while not got.endswith(b"\n") and len(got) < len(WARM_LINE):
+    while not got.endswith(b"\n") and len(got) < WARM_LINE_MAX:
         left = deadline - time.monotonic()
         if left <= 0 or w.c2p_r < 0:
             return False
@@ -230,7 +235,11 @@ def wait_ready(w: "WorkerProc", timeout_s: float) -> bool:
         if not chunk:
             return False
         got += chunk
-    return got == WARM_LINE
+    laps = parse_warm_line(got)
+    if laps is None:
+        return False
+    w.warm_s = {**laps, "wall_s": round(time.monotonic() - t0, 3)}
+    return True
 
 
 def spawn_worker(scratch: Path, device: str, gpu: int | None, prestart: dict | None = None,

@@ -15,7 +15,7 @@ network packet: a message that does not decode is a protocol violation
 
 Conversation with a worker (one candidate, its workloads in order)::
 
-    worker -> parent   WARM_LINE             pre-started workers only, unsigned, before the Spec: warm
+    worker -> parent   warm line             pre-started workers only, unsigned, before the Spec: warm
     parent -> worker   Spec                  first line, unsigned: carries the channel key
     worker -> parent   Ready                 sandbox, audit hooks and profiler in place
     worker -> parent   Imported | Fatal
@@ -47,15 +47,36 @@ processes; splitting it would split the protocol. Most lines are the message cla
 from __future__ import annotations
 
 import dataclasses
+import json
 import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any
 
 VERSION = 2
-WARM_LINE = b"kernelgate-worker-warm\n"
-"""A pre-started worker's one raw line, written once it is warm (sandboxed, torch and the profiler loaded,
-CUDA context made) and before any candidate exists; the pool hands out only workers that wrote it."""
+WARM_PREFIX = b"kernelgate-worker-warm "
+"""A pre-started worker's one raw line starts so, once it is warm (sandboxed, torch and the profiler loaded,
+CUDA context made) and before any candidate exists; the pool hands out only workers that wrote it. The rest of
+the line is a JSON object: seconds per warm-up step (diagnostics, ``warm_*`` in a record's ``phase_s``)."""
+WARM_LINE_MAX = 1024
+
+
+def warm_line(laps: dict[str, float]) -> bytes:
+    """The warm line for ``laps`` (step name -> seconds)."""
+    return WARM_PREFIX + json.dumps({str(k)[:40]: float(v) for k, v in list(laps.items())[:16]}).encode() + b"\n"
+
+
+def parse_warm_line(line: bytes) -> dict[str, float] | None:
+    """The laps of a warm line, or None when ``line`` is not one."""
+    if not line.startswith(WARM_PREFIX) or not line.endswith(b"\n") or len(line) > WARM_LINE_MAX:
+        return None
+    try:
+        laps = json.loads(line[len(WARM_PREFIX):])
+    except ValueError:
+        return None
+    if not isinstance(laps, dict):
+        return None
+    return {str(k): float(v) for k, v in laps.items() if isinstance(v, (int, float)) and 0 <= v < 1e5}
 MAX_TEXT = 8000
 MAX_LIST = 4096
 MAX_SOURCES_CHARS = 400_000

@@ -227,6 +227,8 @@ class Session:
             worker = spawn_worker(make_scratch(root, f"{self.dev.run_id[:8]}-{self.c.sha256[:12]}"), self.o.device,
                                   self.dev.gpu, threads=self.o.cpu_threads, cpus=self.dev.cpus)
         self.worker_pid = worker.proc.pid
+        for k, v in (worker.warm_s or {}).items():
+            self._add("*", f"warm_{k}", v)
         cand_file = worker.scratch / self.c.path.name
         cand_file.write_bytes(self.t.source)
         self.handoff_dir = worker.scratch / "handoff"

@@ -416,7 +416,19 @@ def _lock_down(settings: dict, problem_paths: list[str]) -> str:
 
 def _warm_up(settings: dict) -> dict:
     """What every candidate needs and no candidate decides: torch, the launch counter, the CUDA context,
-    the kernel profiler (its first start is slow), and every harness module the loop uses."""
+    the kernel profiler (its first start is slow), and every harness module the loop uses.
+
+    ``laps`` in the result: seconds per step (a pre-started worker reports them on its warm line).
+    """
+    laps: dict[str, float] = {}
+    t = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal t
+        now = time.perf_counter()
+        laps[name] = round(now - t, 3)
+        t = now
+
     import torch
 
     torch.set_num_threads(max(1, int(settings.get("cpu_threads", 1))))
@@ -425,22 +437,29 @@ def _warm_up(settings: dict) -> dict:
     from harness.measure import timing  # noqa: F401
     from harness.problems import loader  # noqa: F401
 
+    lap("import_s")
     guards.install_triton_counter()
     with torch.no_grad(), guards.AtenRecorder():  # the first dispatch-mode use builds ~1.5 s of Python machinery
         torch.ones(2) + 1
+    lap("recorder_s")
     device = str(settings.get("device", "cpu"))
     if device.startswith("cuda"):
         torch.cuda.set_device(0)  # CUDA_VISIBLE_DEVICES pins the worker to its GPU
         torch.empty(1, device="cuda")  # create the context now (an allocation, no kernel), not on the candidate's clock
+        lap("cuda_s")
         try:  # Triton's driver helpers are a C module compiled into this worker's fresh cache: build it now
             from triton.runtime import driver
 
             driver.active.utils  # noqa: B018 - the attribute access is the work
         except Exception:  # noqa: BLE001 - no Triton, or a broken one: the candidate's import will say so
             pass
+        lap("triton_driver_s")
         if settings.get("tilelang"):  # importing TileLang costs seconds
             guards.install_tilelang_hooks(execute=True)
-    return {"profiler": KernelProfiler(device)}
+        lap("tilelang_s")
+    profiler = KernelProfiler(device)
+    lap("profiler_s")
+    return {"profiler": profiler, "laps": laps}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -460,7 +479,7 @@ def main(argv: list[str] | None = None) -> int:
     if pre is not None:
         sandbox = _lock_down(pre, pre["problem_paths"])
         warm = _warm_up(pre)
-        os.write(args.out_fd, P.WARM_LINE)  # the pool hands out only warm workers
+        os.write(args.out_fd, P.warm_line(warm["laps"]))  # the pool hands out only warm workers
     reader = os.fdopen(args.in_fd, "rb", buffering=0)
     line = b""
     while not line.endswith(b"\n"):

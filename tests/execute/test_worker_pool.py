@@ -113,6 +113,7 @@ def test_pool_hands_out_only_warm_workers_and_warms_a_few_at_a_time(tmp_path):
         assert seen_starting <= {0, 1}  # never two warming at once
         w = pool.take()
         assert w is not None and w.proc.poll() is None
+        assert {"import_s", "recorder_s", "profiler_s", "wall_s"} <= set(w.warm_s)  # its warm-up, step by step
         # the warm line was consumed by the pool: what the worker sends next is the signed channel's
         import select
         assert select.select([w.c2p_r], [], [], 0.2)[0] == []
@@ -143,3 +144,13 @@ def test_pool_stops_prestarting_after_workers_fail_to_warm(tmp_path):
         assert pool.take(wait_s=1.0) is None
     finally:
         pool.close()
+
+
+def test_warm_line_round_trip_and_garbage():
+    from harness.execute.protocol import parse_warm_line, warm_line
+
+    assert parse_warm_line(warm_line({"import_s": 1.5, "cuda_s": 0.25})) == {"import_s": 1.5, "cuda_s": 0.25}
+    for bad in (b"kernelgate-worker-warm\n", b"hello\n", b"kernelgate-worker-warm [1]\n",
+                b"kernelgate-worker-warm {}", b"kernelgate-worker-warm " + b"x" * 2000 + b"\n"):
+        assert parse_warm_line(bad) is None, bad
+    assert parse_warm_line(b'kernelgate-worker-warm {"a": -1, "b": "x", "c": 2}\n') == {"c": 2.0}
