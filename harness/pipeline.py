@@ -274,7 +274,6 @@ def run_evaluation(req: EvalRequest) -> RunOutcome:
         from harness.execute.local import LocalExecutor
 
         executor = LocalExecutor(opts, req.env, run_id, problem_paths=sorted({t.problem.path.resolve() for t in tasks}),
-                                 tilelang=any(t.candidate.dsl == "tilelang" for t in tasks),
                                  expected_tasks=len(tasks), screen_for=screen_for(req.ceilings, thresholds))
     bar = None
     if req.progress and req.executor == "local":

@@ -45,7 +45,7 @@ class LocalExecutor:
     """Checkers, gates, memory admission and pre-started workers for each device, alive until :meth:`close`."""
 
     def __init__(self, opts: RunOptions, env: EnvSnapshot, run_id: str, *, problem_paths: list[Path],
-                 tilelang: bool, expected_tasks: int, screen_for: Callable[[Any], Callable | None] | None = None):
+                 expected_tasks: int, screen_for: Callable[[Any], Callable | None] | None = None):
         self.o, self.run_id = opts, run_id
         self.gpus: list[int | None] = list(opts.gpus) if opts.device == "cuda" else [None]
         root = Path(opts.scratch_root or "/tmp").resolve()
@@ -64,8 +64,8 @@ class LocalExecutor:
             # on the CPU path only a fake capacity (KERNELGATE_FAKE_DEVICE_MEMORY_GB, for tests) is admitted against
             capacity = device_capacity(g) if opts.device == "cuda" else fake_capacity()
             memory = DeviceMemory(capacity, opts.memory_margin, fixed)
-            pool = (WorkerPool(opts, g, root, run_id[:8], problem_paths, pool_size, tilelang, self.demand,
-                               cpus=plan) if opts.prestart and expected_tasks else None)
+            pool = (WorkerPool(opts, g, root, run_id[:8], problem_paths, pool_size, self.demand, cpus=plan)
+                    if opts.prestart and expected_tasks else None)
             self.checker_dirs.append(root / f"checker-{run_id[:8]}-{tag}")
             self.devices[g] = DeviceContext(
                 opts=opts, env=denv, run_id=run_id, gpu=g,

@@ -2,9 +2,10 @@
 
 A pre-started worker has already applied its resource limits and Landlock
 sandbox (granting read access to every problem folder of the run), installed
-its audit hooks, imported torch and Triton (and TileLang when the run has
-TileLang candidates), built Triton's driver helpers and created its CUDA
-context; it waits for one candidate's spec, serves that candidate only, and
+its audit hooks, imported torch and Triton, built Triton's driver helpers and
+created its CUDA context (TileLang, about 2.7 s of a warm-up on the H200, is
+imported once the worker's candidate turns out to be TileLang, before that
+candidate is imported: Triton candidates never pay for it); it waits for one candidate's spec, serves that candidate only, and
 exits like any worker. Every worker taken is replaced at once, up to ``size``
 idle or starting. Nothing about the candidate is known to the worker before
 its spec, so the isolation guarantees are those of a freshly spawned worker.
@@ -64,21 +65,21 @@ class Demand:
             self._left += max(0, n)
 
 
-def prestart_settings(opts: RunOptions, problem_paths: list[Path], tilelang: bool) -> dict:
+def prestart_settings(opts: RunOptions, problem_paths: list[Path]) -> dict:
     """What a pre-started worker is told before any candidate exists (and nothing about one)."""
     return {"device": opts.device, "sandbox": opts.sandbox, "max_file_bytes": opts.max_file_bytes,
-            "problem_paths": sorted({str(Path(p)) for p in problem_paths}), "tilelang": tilelang,
+            "problem_paths": sorted({str(Path(p)) for p in problem_paths}), "tilelang": False,
             "cpu_threads": opts.cpu_threads}
 
 
 class WorkerPool:
     def __init__(self, opts: RunOptions, gpu: int | None, root: Path, tag: str, problem_paths: list[Path], size: int,
-                 tilelang: bool = False, demand: Demand | None = None, max_starting: int | None = None,
+                 demand: Demand | None = None, max_starting: int | None = None,
                  warm_timeout_s: float = WARM_TIMEOUT_S, cpus: Any = None):
         self.o, self.gpu, self.root, self.tag, self.size = opts, gpu, root, tag, max(0, size)
         self.cpus = cpus
         self.demand = demand or Demand(1 << 30)
-        self.prestart = prestart_settings(opts, problem_paths, tilelang)
+        self.prestart = prestart_settings(opts, problem_paths)
         self.max_starting = max(1, max_starting or default_max_starting())
         self.warm_timeout_s = warm_timeout_s
         self._idle: list[WorkerProc] = []

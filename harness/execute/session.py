@@ -584,8 +584,10 @@ class Session:
         with self.dev.checkers.lease(ctx.key) as checker, self._timed_cores(self.worker_pid, checker.proc.pid):
             phase = TimingPhase(self)
             t_part = time.monotonic()
-            result = phase.sample(w, ctx, checker, cfg, lib_excess)
+            result, resampled = phase.sample_settled(w, ctx, checker, cfg, lib_excess)
             self._add(w.name, "samples_s", time.monotonic() - t_part)
+            if resampled:
+                warnings.append(resampled)
             if isinstance(result, judge.Failure):
                 self._lap(w.name, "timing_s")
                 self._fail(w, result, correctness=corr)

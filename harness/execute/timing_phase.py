@@ -7,6 +7,7 @@ they were made)::
     W + S calls, alternating   worker CallBlock(s_i, t_i ...)  /  checker LibSamples(s_i, t_i ...)
       in blocks of a few       fresh inputs each call; up to BLOCK_CALLS calls per block and side
     at secret positions        worker Handoff  ->  checker Verify against the library's output
+    once more if disturbed     a set with either side's IQR/median > 5% is taken again; the quieter is scored
     B batches per side         Batch / LibBatch: the inputs, both sides at once (untimed), then RunBatch and
                                then RunLibBatch timed by the parent, minus an empty one; two calls per batch
                                (all of a small one), chosen before and told to no one, verified
@@ -34,9 +35,21 @@ from harness.score.clock import per_call, spread
 QUIET_SAMPLES = 7
 BLOCK_CALLS = 4
 """Timed calls per message in the alternation (one round trip per block, not per call)."""
+RESAMPLE_IQR = 0.05
+"""A sample set whose relative IQR (either side) is above this was disturbed: it is taken once more."""
+RESAMPLE_MAX_S = 1.0
+"""...unless the set took longer than this (slow kernels: their sets are long, and quiet for it)."""
 BATCH_MAX_CALLS = 256
 BATCH_KEEP_BYTES = 6 << 30
 """A batch's inputs and outputs (kept until the parent has chosen which to verify) hold at most this much."""
+
+
+def relative_iqr(samples: list[float]) -> float:
+    """IQR / median of ``samples`` (0 for an empty or zero-median set)."""
+    if not samples:
+        return 0.0
+    s = summarize(samples)
+    return s["iqr_ms"] / s["median_ms"] if s["median_ms"] > 0 else 0.0
 
 
 def stats(samples: list[float], timer: str) -> TimingStats:
@@ -57,7 +70,35 @@ class TimingPhase:
                         + (getattr(w, "output_bytes", None) or w.min_bytes // 2))
         return max(1, min(BLOCK_CALLS, BATCH_KEEP_BYTES // set_bytes))
 
-    def sample(self, w: Any, ctx: P.Context, checker: Any, cfg: TimingConfig, lib_excess: float):
+    def sample_settled(self, w: Any, ctx: P.Context, checker: Any, cfg: TimingConfig, lib_excess: float):
+        """:meth:`sample`, and once more when the set was disturbed; returns its result (the quieter set, with
+        both sets' verifications and calls counted) and a note (empty when one set was enough).
+
+        Bug it stops: in each H200 suite run 6-14 of about 100 records had a sample set whose relative IQR
+        was 5-40% where the same kernel's is 1% (leaderboards/h200-2026-12-02-s8, runs 1-2: a Triton RMSNorm
+        at 0.135 ms in one run, its samples spread 0.177-0.249 ms in the next), and their medians moved by
+        30-85%. The disturbance (GPU work of a neighbour's start-up, outside the gate) lasts a fraction of a
+        second; a second set, kept when it is quieter, is measured after it. Choosing by spread, never by
+        speed, gives a candidate nothing to aim for: both sets run the same verified protocol.
+        """
+        t0 = time.monotonic()
+        first = self.sample(w, ctx, checker, cfg, lib_excess)
+        if isinstance(first, judge.Failure) or not self.s.cuda:
+            return first, ""
+        noise = max(relative_iqr(first[0]), relative_iqr(first[1]))
+        if noise <= RESAMPLE_IQR or time.monotonic() - t0 > RESAMPLE_MAX_S:
+            return first, ""
+        second = self.sample(w, ctx, checker, cfg, lib_excess, id_base=50_000)
+        if isinstance(second, judge.Failure):
+            return second, ""
+        noise2 = max(relative_iqr(second[0]), relative_iqr(second[1]))
+        keep = second if noise2 < noise else first
+        merged = (*keep[:3], first[3] + second[3], first[4] + second[4], keep[5])
+        return merged, (f"sampled twice: the first set was disturbed (relative IQR {noise:.0%}), the second "
+                        f"{noise2:.0%}; the {'second' if keep is second else 'first'} is scored")
+
+    def sample(self, w: Any, ctx: P.Context, checker: Any, cfg: TimingConfig, lib_excess: float,
+               id_base: int = 1000):
         """Warm-ups and samples, alternating worker and checker by blocks; verification at secret positions.
 
         Returns (candidate ms, library ms, candidate enqueue us, calls verified, calls made, note on the
@@ -81,7 +122,7 @@ class TimingPhase:
             # warm-up calls and samples never share a block: the first sample block sizes the phase
             m = min(k, limit - i, cfg.warmup - i if i < cfg.warmup else k)
             t_block = time.monotonic()
-            ids = tuple(range(1000 + i, 1000 + i + m))
+            ids = tuple(range(id_base + i, id_base + i + m))
             seeds = tuple(round_seed(o.base_seed, w.name, cid) ^ self.s._rng.getrandbits(32) for cid in ids)
             trs = tuple(self.s._rng.randrange(len(ROUND_TRANSFORMS)) for _ in ids)
             self.s._send(P.CallBlock(calls=tuple(P.CallSpec(c, sd, tr) for c, sd, tr in zip(ids, seeds, trs)),
@@ -101,7 +142,7 @@ class TimingPhase:
                 reps.append(rep)
             t_lib = time.monotonic()
             lib = checker.request(P.LibSamples(ctx=ctx, hold_us=hold, calls=tuple(
-                P.LibCall(seed=sd, transform=tr, keep_id=cid if (cid - 1000) in positions else None)
+                P.LibCall(seed=sd, transform=tr, keep_id=cid if (cid - id_base) in positions else None)
                 for cid, sd, tr in zip(ids, seeds, trs))))
             if isinstance(lib, P.ErrorReply):
                 return judge.Failure(Status.HARNESS_ERROR, f"the library could not be timed: {lib.detail}",
@@ -114,15 +155,15 @@ class TimingPhase:
             hold = hold_for(max(statistics.median(r.enqueue_us for r in reps),
                                 statistics.median(x.enqueue_us for x in libs)))
             for j, cid in enumerate(ids):
-                if (cid - 1000) in positions:
+                if (cid - id_base) in positions:
                     t_v = time.monotonic()
-                    failed = self.verify(w, checker, cid, cid - 1000, "timed", lib_excess, inputs=False)
+                    failed = self.verify(w, checker, cid, cid - id_base, "timed", lib_excess, inputs=False)
                     self.s._add(w.name, "verify_s", time.monotonic() - t_v)
                     if failed is not None:
                         self.s._send(P.Release(call_ids=ids))
                         return failed
                     checks += 1
-                if cid - 1000 >= cfg.warmup:
+                if cid - id_base >= cfg.warmup:
                     cand_ms.append(reps[j].stream_ms)
                     lib_ms.append(libs[j].stream_ms)
                     cand_dev.append(reps[j].device_ms)

@@ -113,7 +113,7 @@ def test_pool_hands_out_only_warm_workers_and_warms_a_few_at_a_time(tmp_path):
         assert seen_starting <= {0, 1}  # never two warming at once
         w = pool.take()
         assert w is not None and w.proc.poll() is None
-        assert {"import_s", "recorder_s", "profiler_s", "wall_s"} <= set(w.warm_s)  # its warm-up, step by step
+        assert {"import_s", "recorder_s", "profiler_s", "wall_s"} <= set(w.warm_s)  # CPU: the recorder is warmed  # its warm-up, step by step
         # the warm line was consumed by the pool: what the worker sends next is the signed channel's
         import select
         assert select.select([w.c2p_r], [], [], 0.2)[0] == []

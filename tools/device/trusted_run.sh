@@ -57,15 +57,22 @@ elif [ "$part" = trace ]; then
   rm -rf "$OUT/trace"
   tail -4 "$OUT/trace.txt"; cat "$OUT/pair_costs.txt"
 elif [ "$part" = suite ]; then
-  stamp "suite"
-  timeout ${KG_SUITE_S:-220} python3 tools/benchmark_throughput.py --configs one:12:0 --out "$OUT/suite" \
+  # a second suite in one command is suite2, and its medians are compared with the first's
+  tag=suite; [ -f "$OUT/suite_results.jsonl" ] && tag=suite2
+  stamp "$tag"
+  timeout ${KG_SUITE_S:-220} python3 tools/benchmark_throughput.py --configs one:12:0 --out "$OUT/$tag" \
     --folders submissions/triton-reference submissions/tilelang-reference submissions/defects \
-    --extra --scratch $scratch/s --compile-timeout 300 --quick --check-slots 3 > "$OUT/suite.txt" 2>&1
-  cp "$OUT/suite/one/results.jsonl" "$OUT/suite_results.jsonl" 2>/dev/null
-  cp "$OUT/suite/benchmark.json" "$OUT/suite_benchmark.json" 2>/dev/null
-  python3 tools/pair_costs.py "$OUT/suite/one" > "$OUT/pair_costs_suite.txt" 2>&1
-  rm -rf "$OUT/suite"
-  tail -12 "$OUT/suite.txt"
+    --extra --scratch $scratch/s --compile-timeout 300 --quick --check-slots 3 > "$OUT/$tag.txt" 2>&1
+  cp "$OUT/$tag/one/results.jsonl" "$OUT/${tag}_results.jsonl" 2>/dev/null
+  cp "$OUT/$tag/benchmark.json" "$OUT/${tag}_benchmark.json" 2>/dev/null
+  python3 tools/pair_costs.py "$OUT/$tag/one" > "$OUT/pair_costs_$tag.txt" 2>&1
+  rm -rf "$OUT/$tag"
+  tail -12 "$OUT/$tag.txt"
+  if [ "$tag" = suite2 ]; then
+    python3 tools/compare_repeats.py "$OUT/suite_results.jsonl" "$OUT/suite2_results.jsonl" \
+      > "$OUT/repeat_suite_vs_suite2.txt" 2>&1
+    tail -2 "$OUT/repeat_suite_vs_suite2.txt"
+  fi
 elif [ "$part" = bench ]; then
   stamp "bench (10 problems, seq and pipelined)"
   timeout ${KG_BENCH_S:-230} python3 tools/benchmark_throughput.py --configs seq:1:0 pipe:12:0 --out "$OUT/bench" \
