@@ -131,9 +131,33 @@ def test_clock_agreement_host_bound_and_forgery():
 
 
 def test_batch_arithmetic():
-    assert per_call([12.0, 14.0], [2.0, 2.0], 10) == pytest.approx(1.1)
+    assert per_call([12.0, 14.0], [2.0, 2.0], 10) == pytest.approx(1.0)
     assert spread([12.0, 14.0], [2.0, 2.0], 10) == pytest.approx(0.2 / 1.1)
-    assert per_call([1.0], [2.0], 10) == 0.0
+    assert per_call([1.0], [2.0], 10) == 0.0 and per_call([], [], 10) == 0.0
+
+
+def test_one_disturbed_batch_moves_nothing():
+    """Bug it stops: the parent's clock read by a thread that waited for the interpreter lock made one of two
+    batches 15x longer, and the median of the two scored a 0.13 ms kernel at 1.9 ms per call (H200, session 8).
+    A wait only adds time: the shortest batch, less the shortest round trip, is the least disturbed."""
+    quiet, stalled = [13.3, 180.0], [0.5, 0.4]  # 100 calls of 0.13 ms; the second batch waited 167 ms
+    assert per_call(quiet, stalled, 100) == pytest.approx(0.129)
+    d = judge_clock(event_kernel_ms=0.133, event_library_ms=0.156, enqueue_us=400,
+                    trusted_kernel_ms=per_call(quiet, stalled, 100), trusted_library_ms=0.15,
+                    kernel_spread=spread(quiet, stalled, 100), n=100)
+    assert d.hack is None and d.source == "cuda_event" and d.kernel_ms == 0.133
+
+
+def test_a_forger_cannot_widen_the_tolerance_by_delaying_a_batch():
+    """A candidate controls its batches' spread: one batch delayed by seconds must not let a claim 3x too fast
+    agree with the clock (the spread's share of the tolerance is capped)."""
+    real = 1.0
+    batches = [10 * real + 0.4, 10 * real + 0.4 + 5000.0]  # the second batch held for 5 s
+    trusted = per_call(batches, [0.4, 0.4], 10)
+    assert trusted == pytest.approx(real)
+    d = judge_clock(event_kernel_ms=real / 3, event_library_ms=1.2, enqueue_us=30, trusted_kernel_ms=trusted,
+                    trusted_library_ms=1.2, kernel_spread=spread(batches, [0.4, 0.4], 10), n=10)
+    assert d.hack is not None and d.evidence["tolerance"] == pytest.approx(0.5)
 
 
 def test_attribution_classes_and_the_fallback_rule():
