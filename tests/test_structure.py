@@ -109,3 +109,12 @@ def test_long_modules_say_why():
             unexplained.append(f"{p.relative_to(ROOT)} ({n} lines)")
     assert not unexplained, ("modules over 500 lines without a 'Size (...)' paragraph in their docstring: "
                              + ", ".join(unexplained))
+
+
+def test_every_slow_module_exists():
+    """A renamed module would silently drop out of the ``slow`` marker (and into the fast loop)."""
+    from conftest import SLOW_MODULES
+
+    here = Path(__file__).resolve().parent
+    assert SLOW_MODULES and all((here / m).is_file() for m in SLOW_MODULES), \
+        sorted(m for m in SLOW_MODULES if not (here / m).is_file())

@@ -415,20 +415,14 @@ def _lock_down(settings: dict, problem_paths: list[str]) -> str:
 
 
 def _warm_up(settings: dict) -> dict:
-    """What every candidate needs and no candidate decides: torch, the launch counter, the CUDA context,
-    the kernel profiler (its first start is slow), and every harness module the loop uses.
-
-    ``laps`` in the result: seconds per step (a pre-started worker reports them on its warm line).
-    """
+    """What every candidate needs and no candidate decides: torch, the launch counter, the CUDA context, the
+    kernel profiler, every harness module the loop uses; ``laps``: seconds per step (sent on the warm line)."""
     laps: dict[str, float] = {}
-    t = time.perf_counter()
+    marks = [time.perf_counter()]
 
     def lap(name: str) -> None:
-        nonlocal t
-        now = time.perf_counter()
-        laps[name] = round(now - t, 3)
-        t = now
-
+        marks.append(time.perf_counter())
+        laps[name] = round(marks[-1] - marks[-2], 3)
     import torch
 
     torch.set_num_threads(max(1, int(settings.get("cpu_threads", 1))))
@@ -450,14 +444,12 @@ def _warm_up(settings: dict) -> dict:
         lap("cuda_s")
         try:  # Triton's driver helpers are a C module compiled into this worker's fresh cache: build it now
             from triton.runtime import driver
-
             driver.active.utils  # noqa: B018 - the attribute access is the work
         except Exception:  # noqa: BLE001 - no Triton, or a broken one: the candidate's import will say so
             pass
         lap("triton_driver_s")
-        if settings.get("tilelang"):  # importing TileLang costs seconds
+        if settings.get("tilelang"):  # importing TileLang costs seconds (a fresh worker's: never pre-started)
             guards.install_tilelang_hooks(execute=True)
-        lap("tilelang_s")
     profiler = KernelProfiler(device)
     lap("profiler_s")
     return {"profiler": profiler, "laps": laps}
