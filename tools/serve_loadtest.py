@@ -237,31 +237,38 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--url", help="use this running service instead of starting one (then --token)")
     ap.add_argument("--token")
     ap.add_argument("--no-cli", action="store_true", help="skip the CLI comparison")
+    ap.add_argument("--no-service", action="store_true",
+                    help="skip the service: the CLI side alone (a second device command, with the first's --nonce)")
+    ap.add_argument("--nonce", help="the variants' nonce (default: a fresh one); the same --n and --nonce give the "
+                                    "same candidates, byte for byte")
     ap.add_argument("--out", default="runs/loadtest")
     args = ap.parse_args(argv)
     if args.url and not args.token:
         raise SystemExit("serve_loadtest: --url needs --token")
+    if args.no_cli and args.no_service:
+        raise SystemExit("serve_loadtest: --no-cli and --no-service leave nothing to run")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    nonce = secrets.token_hex(4)
+    nonce = args.nonce or secrets.token_hex(4)
     cands = candidates(args.n, nonce)
     print(f"{len(cands)} candidates ({len({c[0] for c in cands})} problems), {args.clients} client processes, "
           f"preset {args.preset}, device {args.device}", file=sys.stderr)
-    service = run_service_side(args, cands, out)
+    service = None if args.no_service else run_service_side(args, cands, out)
     cli = None if args.no_cli else run_cli_side(args, cands, out)
     report = {"n": args.n, "clients": args.clients, "batch": args.batch, "device": args.device, "gpus": args.gpus,
               "preset": args.preset, "nonce": nonce, "service": service, "cli": cli}
     (out / "loadtest.json").write_text(json.dumps(report, indent=2) + "\n")
     s, c = service, cli or {}
-    print(f"service: {s['records']} evaluations of {len(cands)} candidates in {s['span_s']} s -> "
-          f"{s['evaluations_per_hour']} evaluations/h; latency submission->result p50 {s['latency_s']['p50']:.1f} s, "
-          f"p99 {s['latency_s']['p99']:.1f} s; throttled {s['throttled']}x; statuses {s['statuses']}")
-    print(f"checks: {'OK' if s['checks']['ok'] else 'FAILED'} {s['checks']}")
+    if s is not None:
+        print(f"service: {s['records']} evaluations of {len(cands)} candidates in {s['span_s']} s -> "
+              f"{s['evaluations_per_hour']} evaluations/h; latency submission->result p50 {s['latency_s']['p50']:.1f} "
+              f"s, p99 {s['latency_s']['p99']:.1f} s; throttled {s['throttled']}x; statuses {s['statuses']}")
+        print(f"checks: {'OK' if s['checks']['ok'] else 'FAILED'} {s['checks']}")
     if cli:
         print(f"cli:     {c.get('records')} evaluations in {c.get('wall_s')} s wall -> {c.get('evaluations_per_hour')} "
               f"evaluations/h (first->last record {c.get('first_to_last_record_s')} s) {c.get('error') or ''}")
     print(f"report: {out / 'loadtest.json'}")
-    return 0 if s["checks"]["ok"] and not (cli or {}).get("error") else 1
+    return 0 if (s is None or s["checks"]["ok"]) and not (cli or {}).get("error") else 1
 
 
 if __name__ == "__main__":
