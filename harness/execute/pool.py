@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.execute.options import RunOptions
-from harness.execute.process import WorkerProc, make_scratch, spawn_worker, wait_ready
+from harness.execute.process import WorkerProc, kill_group, make_scratch, spawn_worker, wait_ready
 
 WARM_TIMEOUT_S = 300.0
 """A pre-started worker not warm by then is discarded (a hung CUDA context, a stuck import)."""
@@ -83,6 +83,7 @@ class WorkerPool:
         self.max_starting = max(1, max_starting or default_max_starting())
         self.warm_timeout_s = warm_timeout_s
         self._idle: list[WorkerProc] = []
+        self._warming: list[WorkerProc] = []  # spawned, warm line not read yet: close() kills them too
         self._starting = 0
         self._failed_in_a_row = 0
         self._closed = False
@@ -107,13 +108,19 @@ class WorkerPool:
 
     def _spawn(self) -> None:
         w = None
+        warm = False
         try:
             w = spawn_worker(make_scratch(self.root, f"{self.tag}-pool"), self.o.device, self.gpu, self.prestart,
                              self.o.cpu_threads, cpus=self.cpus)
-            warm = wait_ready(w, self.warm_timeout_s)
+            with self._lock:
+                self._warming.append(w)
+                closed = self._closed
+            warm = not closed and wait_ready(w, self.warm_timeout_s)  # the pipe ends if close() kills it
         except OSError:
-            warm = False
+            pass
         with self._lock:
+            if w is not None and w in self._warming:
+                self._warming.remove(w)
             self._starting -= 1
             self._failed_in_a_row = 0 if warm else self._failed_in_a_row + 1
             if warm and w is not None and not self._closed:
@@ -154,7 +161,12 @@ class WorkerPool:
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
+            warming = list(self._warming)
             self._lock.notify_all()
+        for w in warming:
+            # still warming up: killed only, so the thread reading its warm line sees the pipe end and discards it
+            # (closing the pipe here could hand its number to another thread's new file mid-read)
+            kill_group(w.proc)
         reapers = [threading.Thread(target=w.discard, daemon=True) for w in idle]
         for t in reapers:
             t.start()

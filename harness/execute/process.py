@@ -226,12 +226,16 @@ def wait_ready(w: "WorkerProc", timeout_s: float) -> bool:
     got = b""
     while not got.endswith(b"\n") and len(got) < WARM_LINE_MAX:
         left = deadline - time.monotonic()
-        if left <= 0 or w.c2p_r < 0:
+        fd = w.c2p_r
+        if left <= 0 or fd < 0:
             return False
-        ready, _, _ = select.select([w.c2p_r], [], [], min(left, 1.0))
-        if not ready:
+        try:
+            ready, _, _ = select.select([fd], [], [], min(left, 0.5))
+            chunk = os.read(fd, 1) if ready else None
+        except (OSError, ValueError):
+            return False
+        if chunk is None:
             continue
-        chunk = os.read(w.c2p_r, 1)
         if not chunk:
             return False
         got += chunk

@@ -154,3 +154,22 @@ def test_warm_line_round_trip_and_garbage():
                 b"kernelgate-worker-warm {}", b"kernelgate-worker-warm " + b"x" * 2000 + b"\n"):
         assert parse_warm_line(bad) is None, bad
     assert parse_warm_line(b'kernelgate-worker-warm {"a": -1, "b": "x", "c": 2}\n') == {"c": 2.0}
+
+
+def test_close_ends_workers_still_warming_up(tmp_path):
+    """Bug it stops: close() killed only the warm workers; those still warming up finished their warm-up (seconds
+    of CPU each) after the run had ended, beside whatever ran next."""
+    opts = RunOptions(device="cpu", sandbox=False)
+    problem = load_registry().get("gelu").path
+    pool = WorkerPool(opts, None, tmp_path, "c", [problem], size=2, max_starting=2)
+    t0 = time.monotonic()
+    while len(pool._warming) < 2:
+        assert time.monotonic() - t0 < 30, "the pool never started its workers"
+        time.sleep(0.02)
+    warming = list(pool._warming)
+    pool.close()
+    t0 = time.monotonic()
+    while any(w.proc.poll() is None or w.scratch.exists() for w in warming):
+        assert time.monotonic() - t0 < 10, "a worker kept warming up after close(), or its scratch stayed"
+        time.sleep(0.05)
+    assert not pool._idle
