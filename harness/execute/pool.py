@@ -5,10 +5,11 @@ sandbox (granting read access to every problem folder of the run), installed
 its audit hooks, imported torch and Triton, built Triton's driver helpers and
 created its CUDA context (TileLang, about 2.7 s of a warm-up on the H200, is
 imported once the worker's candidate turns out to be TileLang, before that
-candidate is imported: Triton candidates never pay for it); it waits for one candidate's spec, serves that candidate only, and
-exits like any worker. Every worker taken is replaced at once, up to ``size``
-idle or starting. Nothing about the candidate is known to the worker before
-its spec, so the isolation guarantees are those of a freshly spawned worker.
+candidate is imported: Triton candidates never pay for it); it waits for one
+candidate's spec, serves that candidate only, and exits like any worker.
+Every worker taken is replaced at once, up to ``size`` idle or starting.
+Nothing about the candidate is known to the worker before its spec, so the
+isolation guarantees are those of a freshly spawned worker.
 
 A worker counts as idle only once it has written its warm line
 (:func:`harness.execute.protocol.warm_line`, with the seconds each warm-up
@@ -71,8 +72,7 @@ class Demand:
 def prestart_settings(opts: RunOptions, problem_paths: list[Path]) -> dict:
     """What a pre-started worker is told before any candidate exists (and nothing about one)."""
     return {"device": opts.device, "sandbox": opts.sandbox, "max_file_bytes": opts.max_file_bytes,
-            "problem_paths": sorted({str(Path(p)) for p in problem_paths}), "tilelang": False,
-            "cpu_threads": opts.cpu_threads}
+            "problem_paths": sorted({str(Path(p)) for p in problem_paths}), "cpu_threads": opts.cpu_threads}
 
 
 class WorkerPool:
