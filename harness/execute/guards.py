@@ -213,6 +213,12 @@ class AtenRecorder:
         recorder = self
 
         class _Mode(TorchDispatchMode):
+            @classmethod
+            def _should_skip_dynamo(cls) -> bool:
+                # True (torch's default) wraps __torch_dispatch__ in torch._disable_dynamo, whose first call imports
+                # Dynamo, Inductor and sympy: ~5 s of every CPU worker's warm-up, for a mode never compiled
+                return False
+
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 recorder.ops.add(str(func.overloadpacket.__name__))
                 return func(*args, **(kwargs or {}))

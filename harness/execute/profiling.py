@@ -11,7 +11,7 @@ so on the stream that carries the markers, the kernels between a hold marker
 and the next end marker are the forward's, and those outside are the
 harness's own; every kernel on another stream is the forward's too (the
 harness uses one stream). :func:`attribute` does that split from the raw
-kernel list; the profiler itself (torch.profiler on CUPTI) is wrapped by
+kernel list; the profiler itself (Kineto on CUPTI) is wrapped by
 :class:`KernelProfiler`, which degrades to "unavailable" with a reason when
 it cannot run (no GPU, no CUPTI), never to an error.
 """
@@ -65,7 +65,12 @@ def attribute(kernels: Iterable[Kernel], marker: str = MARKER) -> Attribution:
 
 
 class KernelProfiler:
-    """torch.profiler with CUDA activity only.
+    """Kineto with CUDA activity only (``torch.autograd.profiler.profile``).
+
+    Not ``torch.profiler.profile``: its start asks ``hasattr(torch, "_inductor")``,
+    which imports Inductor, Dynamo and sympy (4.4-6.0 s of every H200 worker's
+    warm-up in session 8); the autograd profiler under it starts the same Kineto
+    session without that.
 
     ``running=True`` (the worker): profiling is on from construction, and
     :meth:`window` returns the kernels since the last window and starts the
@@ -92,17 +97,17 @@ class KernelProfiler:
         return self.status == "cupti"
 
     def begin(self) -> None:
-        from torch.profiler import ProfilerActivity, profile
+        from torch.autograd.profiler import profile
 
-        self._prof = profile(activities=[ProfilerActivity.CUDA])
-        self._prof.start()
+        self._prof = profile(use_cpu=False, use_device="cuda", use_kineto=True)
+        self._prof.__enter__()
 
     def end(self) -> list[Kernel]:
         """Stop profiling and return the kernels seen ([] when not running)."""
         if self._prof is None:
             return []
         prof, self._prof = self._prof, None
-        prof.stop()
+        prof.__exit__(None, None, None)
         return _kernels(prof)
 
     def window(self) -> list[Kernel]:
@@ -116,17 +121,17 @@ class KernelProfiler:
     def stop(self) -> None:
         if self._prof is not None:
             try:
-                self._prof.stop()
+                self._prof.__exit__(None, None, None)
             except Exception:  # noqa: BLE001
                 pass
             self._prof = None
 
 
 def _kernels(prof: Any) -> list[Kernel]:
-    """The GPU kernels of a stopped torch.profiler session (its Kineto events; else its chrome trace)."""
+    """The GPU kernels of a stopped profiler session (its Kineto events; else its chrome trace)."""
     out: list[Kernel] = []
     try:
-        events = prof.profiler.kineto_results.events()
+        events = prof.kineto_results.events()
         for e in events:
             if "cuda" not in str(e.device_type()).lower():
                 continue

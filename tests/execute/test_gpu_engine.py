@@ -69,6 +69,27 @@ def test_profiler_attributes_the_forward_between_the_markers():
     assert any(o > 0 for n, (a, c, o) in att.rows.items() if "kg_test_scale_kernel" not in n)
 
 
+def test_profiler_starts_without_importing_dynamo():
+    """Every worker starts one: torch.profiler.profile's start imports Inductor, Dynamo and sympy (4-6 s per
+    H200 warm-up in session 8); KernelProfiler must not, and must still see kernels in its running window."""
+    code = textwrap.dedent("""
+        import sys, time, torch
+        torch.empty(1, device="cuda")
+        from harness.execute.profiling import KernelProfiler
+        t = time.perf_counter()
+        prof = KernelProfiler("cuda")
+        started = time.perf_counter() - t
+        (torch.ones(1 << 20, device="cuda") * 2).sum()
+        names = [k.name for k in prof.window()]
+        print(prof.status, round(started, 3), "torch._dynamo" in sys.modules, len(names))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    status, started, dynamo, kernels = out.stdout.split()[-4:]
+    assert status == "cupti", out.stdout + out.stderr
+    assert dynamo == "False", f"the profiler's start imported torch._dynamo ({started} s)"
+    assert int(kernels) >= 2, out.stdout
+
+
 def test_ipc_bounds_check_with_a_live_exporter(tmp_path):
     """Exploit: a descriptor whose byte range runs past the exported allocation, while the exporter is alive
     (so the open succeeds and the bounds check is what refuses it)."""
