@@ -29,7 +29,12 @@ elif [ "$side" = cli ]; then
 else
   echo "unknown side: $side (service or cli)" >&2; exit 2
 fi
-cp "$OUT/loadtest-$side/loadtest.json" "$OUT/loadtest_$side.json" 2>/dev/null
-cp "$OUT/loadtest-$side/service/results.jsonl" "$OUT/service_results.jsonl" 2>/dev/null
+pkill -f "harness.commands.serve" 2>/dev/null; pkill -f "harness run" 2>/dev/null  # after a timeout: nothing lingers
+d="$OUT/loadtest-$side"
+cp "$d/loadtest.json" "$OUT/loadtest_$side.json" 2>/dev/null
+cp "$d/service/results.jsonl" "$OUT/service_results.jsonl" 2>/dev/null
+cp "$d/cli-results/results.jsonl" "$OUT/cli_results.jsonl" 2>/dev/null
+tail -200 "$d/service.log" > "$OUT/service_log_tail.txt" 2>/dev/null
+tail -200 "$d/cli.log" > "$OUT/cli_log_tail.txt" 2>/dev/null
 rm -rf "$OUT/loadtest-$side" "$OUT/cache"
 ls "$OUT"
