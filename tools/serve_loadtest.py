@@ -202,7 +202,8 @@ def run_cli_side(args, cands, out: Path) -> dict:
         argv += ["--rounds", "10"]  # the CLI has no flag for thorough's longer timing: rounds match, samples do not
     if args.gpus:
         argv += ["--gpus", args.gpus]
-    jobs = args.jobs or (12 if args.device == "cuda" else os.cpu_count() or 1)
+    gpus = len(args.gpus.split(",")) if args.gpus else 1
+    jobs = (args.jobs or 12) * gpus if args.device == "cuda" else (args.jobs or os.cpu_count() or 1)  # the service's
     argv += ["--jobs", str(jobs)]
     if args.workloads:
         argv += ["--workloads", args.workloads]

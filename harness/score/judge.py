@@ -30,6 +30,11 @@ CONTENTION_HACK = 1.0
 candidate slowed an honest reference's library by 57% on the H200 (session 7, with the candidate's own times
 inflated alike); the record is scored against the quiet library time instead, so a sabotage that small gains
 nothing either."""
+CONTENTION_HACK_MS = 0.1
+"""... and this many milliseconds slower. The service's load test (session 9, smoke workloads, 12 candidates in
+flight on one H200) slowed honest kernels' 4-23 us libraries by 29-46 us (up to 11x) while other workers started
+beside them; below this a slowdown is rescored, not blamed, so a spinner small enough to hide under it gains
+nothing either."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,10 +193,11 @@ def slowed(session_ms: float, session_rel_iqr: float, quiet_ms: float, quiet_rel
 
 def judge_contention(session_ms: float, session_rel_iqr: float, quiet_ms: float, quiet_rel_iqr: float) -> Failure | None:
     """The library, timed while the candidate's process was alive, against a quiet re-measurement after it ended:
-    REWARD_HACK from :data:`CONTENTION_HACK` up (a smaller slowdown is rescored, see :func:`slowed`)."""
+    REWARD_HACK from :data:`CONTENTION_HACK` and :data:`CONTENTION_HACK_MS` up (a smaller slowdown is rescored,
+    see :func:`slowed`)."""
     tol = max(CONTENTION_MIN, 4.0 * (session_rel_iqr + quiet_rel_iqr))
     s = slowed(session_ms, session_rel_iqr, quiet_ms, quiet_rel_iqr)
-    if s is None or s < max(tol, CONTENTION_HACK):
+    if s is None or s < max(tol, CONTENTION_HACK) or session_ms - quiet_ms < CONTENTION_HACK_MS:
         return None
     return hack(f"the library ran {session_ms / quiet_ms - 1:.0%} slower while the candidate's process was alive "
                 f"({session_ms:.4g} ms) than after it ended ({quiet_ms:.4g} ms, tolerance {tol:.0%}): the candidate "

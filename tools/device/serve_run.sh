@@ -9,7 +9,7 @@
 #   python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
 #     --platform any -d .whl fastapi uvicorn httpx
-# about 4 MB) and .device (TileLang). Usage on the device machine, from the repo root:
+# about 4 MB) and .device (TileLang). KG_GPUS (default 0) names the GPUs both sides use. Usage on the device machine, from the repo root:
 #   KG_NONCE=5e8a01c3 bash tools/device/serve_run.sh service    then    KG_NONCE=5e8a01c3 bash tools/device/serve_run.sh cli
 set -uo pipefail
 side="${1:?service or cli}"
@@ -20,7 +20,7 @@ source tools/device_env.sh
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/kgserve .whl/*.whl
 export PYTHONPATH="/tmp/kgserve:$PYTHONPATH"
 n="${KG_N:-500}"; nonce="${KG_NONCE:?set KG_NONCE (any 8 hex digits; the same for both sides)}"
-common=(--n "$n" --clients "${KG_CLIENTS:-8}" --device cuda --gpus 0 --preset quick --tags "${KG_TAGS:-smoke}"
+common=(--n "$n" --clients "${KG_CLIENTS:-8}" --device cuda --gpus "${KG_GPUS:-0}" --preset quick --tags "${KG_TAGS:-smoke}"
         --nonce "$nonce" --out "$OUT/loadtest-$side")
 if [ "$side" = service ]; then
   timeout "${KG_SERVE_S:-540}" python3 tools/serve_loadtest.py "${common[@]}" --no-cli 2>&1 | tail -20
