@@ -41,6 +41,13 @@ def _env_for(env: EnvSnapshot, gpu: int) -> EnvSnapshot:
     return dataclasses.replace(envmod.snapshot("cuda", gpu), sandbox=env.sandbox)
 
 
+POOL_MAX = 16
+"""Pre-started workers per device, at most (twice the jobs below that). A worker takes one warm-up, 5-6 s on the
+H200 host, and serves one candidate, so the pool can hand out at most POOL_MAX / warm-up workers a second: at 8,
+the service's load test (session 9, smoke workloads) waited a median 1.6 s for each worker at about one candidate
+a second. Each idle worker holds a CUDA context (:data:`~harness.execute.memory.CONTEXT_BYTES`, admitted)."""
+
+
 class LocalExecutor:
     """Checkers, gates, memory admission and pre-started workers for each device, alive until :meth:`close`."""
 
@@ -52,7 +59,7 @@ class LocalExecutor:
         slots = max(1, opts.check_slots) if opts.device == "cuda" else 1  # on CPU the checks would share the timed cores
         self.per_device = max(1, opts.jobs // len(self.gpus))
         self.demand = Demand(expected_tasks)
-        pool_size = min(2 * self.per_device, 8)
+        pool_size = min(2 * self.per_device, POOL_MAX)
         self.devices: dict[int | None, DeviceContext] = {}
         self.checker_dirs: list[Path] = []
         cpu_plans = cpus.plans(len(self.gpus)) if opts.device == "cuda" else [None] * len(self.gpus)
