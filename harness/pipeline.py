@@ -57,6 +57,9 @@ class EvalRequest:
     ray_address: str | None = None
     """With ``executor="ray"``, passed to ``ray.init``: None ($RAY_ADDRESS, a cluster started on
     this machine, else a new private one), ``auto`` (an existing cluster only) or HOST:PORT."""
+    keeper: Any = None
+    """With ``executor="local"``: a :class:`harness.execute.local.KeptExecutor` whose executor serves this run
+    and stays up after it (a service lane's); None: the run starts and stops its own."""
     extra_workloads: dict = field(default_factory=dict)
     """Problem id -> extra (secret) workloads to evaluate beside the selected public ones."""
     secret_count: int = 0
@@ -265,6 +268,7 @@ def run_evaluation(req: EvalRequest) -> RunOutcome:
     outcome = RunOutcome(results, skipped, run_id)
     if not tasks:
         return outcome
+    kept = False
     if req.executor == "ray":
         from harness.execute.ray_executor import RayExecutor
 
@@ -273,8 +277,12 @@ def run_evaluation(req: EvalRequest) -> RunOutcome:
     else:
         from harness.execute.local import LocalExecutor
 
-        executor = LocalExecutor(opts, req.env, run_id, problem_paths=sorted({t.problem.path.resolve() for t in tasks}),
-                                 expected_tasks=len(tasks), screen_for=screen_for(req.ceilings, thresholds))
+        local = dict(problem_paths=sorted({t.problem.path.resolve() for t in tasks}), expected_tasks=len(tasks),
+                     screen_for=screen_for(req.ceilings, thresholds))
+        if req.keeper is not None:
+            executor, kept = req.keeper.acquire(opts, req.env, run_id, **local)
+        else:
+            executor = LocalExecutor(opts, req.env, run_id, **local)
     bar = None
     if req.progress and req.executor == "local":
         from tqdm import tqdm
@@ -292,14 +300,19 @@ def run_evaluation(req: EvalRequest) -> RunOutcome:
             bar.set_postfix_str(task.candidate.rel_path[-40:], refresh=False)
             bar.update(1)
 
+    broken = True
     with _sigterm_interrupts():
         try:
             report = executor.run(tasks, done_task, stop=stop)
+            broken = bool(report.retired)
         except KeyboardInterrupt:
             _interrupted(stop, opts.scratch_root, run_id)
             raise
         finally:
-            executor.close()
+            if kept:
+                req.keeper.release(executor, broken=broken)  # a retired device or an interrupt: not kept
+            else:
+                executor.close()
             if bar is not None:
                 bar.close()
     for g, why in report.retired.items():

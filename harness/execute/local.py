@@ -16,6 +16,7 @@ says so). Nothing else is retried: a candidate's own crash is its status.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from pathlib import Path
 from typing import Any, Callable
 
@@ -54,6 +55,8 @@ class LocalExecutor:
     def __init__(self, opts: RunOptions, env: EnvSnapshot, run_id: str, *, problem_paths: list[Path],
                  expected_tasks: int, screen_for: Callable[[Any], Callable | None] | None = None):
         self.o, self.run_id = opts, run_id
+        self.key = _kept_key(opts)
+        self.problem_paths = frozenset(Path(p).resolve() for p in problem_paths)
         self.gpus: list[int | None] = list(opts.gpus) if opts.device == "cuda" else [None]
         root = Path(opts.scratch_root or "/tmp").resolve()
         slots = max(1, opts.check_slots) if opts.device == "cuda" else 1  # on CPU the checks would share the timed cores
@@ -79,6 +82,24 @@ class LocalExecutor:
                 checkers=CheckerPool(opts.device, g, self.checker_dirs[-1], size=slots, threads=opts.cpu_threads,
                                      cpus=plan),
                 gate=DeviceGate(slots), memory=memory, pool=pool, screen_for=screen_for, cpus=plan)
+
+    def rebind(self, opts: RunOptions, env: EnvSnapshot, run_id: str, *, problem_paths: list[Path],
+               expected_tasks: int, screen_for: Callable[[Any], Callable | None] | None) -> bool:
+        """Serve another run with this executor's processes: True when the run's device-level options are the
+        ones they were built from and its problems are among those the pre-started workers were sandboxed for
+        (then the run's options, seed, environment and id apply from here on); else False, nothing changed."""
+        if _kept_key(opts) != self.key or not {Path(p).resolve() for p in problem_paths} <= self.problem_paths:
+            return False
+        self.o, self.run_id = opts, run_id
+        for g, dev in list(self.devices.items()):
+            denv = env if g in (None, self.gpus[0]) else _env_for(env, g)
+            # the gate, memory, pool, checkers and learned library facts are the same objects
+            self.devices[g] = dataclasses.replace(dev, opts=opts, env=denv, run_id=run_id, screen_for=screen_for)
+        self.demand.add(expected_tasks)
+        for dev in self.devices.values():
+            if dev.pool is not None:
+                dev.pool.refill()
+        return True
 
     def _run_one(self, task: Task, g: int | None) -> list[JobResult]:
         try:
@@ -130,3 +151,69 @@ class LocalExecutor:
 
             for folder in self.checker_dirs:
                 shutil.rmtree(folder, ignore_errors=True)
+
+
+def _kept_key(opts: RunOptions) -> tuple:
+    """The options a LocalExecutor's processes, gates and plans are built from (a run with others needs a new one)."""
+    return (opts.device, tuple(opts.gpus), opts.jobs, opts.check_slots, opts.sandbox, opts.max_file_bytes,
+            opts.cpu_threads, opts.prestart, str(opts.scratch_root), opts.memory_margin, opts.keep_scratch)
+
+
+class KeptExecutor:
+    """One :class:`LocalExecutor` kept between runs by a long-lived caller (a service lane), so that its checkers
+    and pre-started workers outlive a batch.
+
+    Why: each run starting its own cost the service's H200 load test (session 9) 15-22 s between batches of 64,
+    a quarter of its time. :meth:`acquire` rebinds the kept executor to the next run when it can
+    (:meth:`LocalExecutor.rebind`); otherwise it is closed and replaced by one sandboxed for the old and the new
+    problems. A run that finds the kept one busy gets a fresh executor of its own (closed by the caller).
+    :meth:`release` after every run; ``broken`` (an interrupted run, a retired device) closes it instead.
+    """
+
+    def __init__(self) -> None:
+        self._ex: LocalExecutor | None = None
+        self._busy = False
+        self._lock = threading.Lock()
+
+    def acquire(self, opts: RunOptions, env: EnvSnapshot, run_id: str, *, problem_paths: list[Path],
+                expected_tasks: int, screen_for: Callable[[Any], Callable | None] | None) -> tuple[LocalExecutor, bool]:
+        """(executor, kept): ``kept`` False means the caller owns the executor and closes it."""
+        args = dict(expected_tasks=expected_tasks, screen_for=screen_for)
+        with self._lock:
+            busy = self._busy
+            old = None if busy else self._ex
+            if old is not None and old.rebind(opts, env, run_id, problem_paths=problem_paths, **args):
+                self._busy = True
+                return old, True
+            if not busy:
+                self._ex, self._busy = None, True
+        if busy:
+            return LocalExecutor(opts, env, run_id, problem_paths=problem_paths, **args), False
+        paths = sorted({Path(p).resolve() for p in problem_paths} | (set(old.problem_paths) if old else set()))
+        try:
+            if old is not None:
+                old.close()
+            ex = LocalExecutor(opts, env, run_id, problem_paths=paths, **args)
+        except BaseException:
+            with self._lock:
+                self._busy = False
+            raise
+        with self._lock:
+            self._ex = ex
+        return ex, True
+
+    def release(self, ex: LocalExecutor, *, broken: bool = False) -> None:
+        with self._lock:
+            if ex is not self._ex:
+                return
+            self._busy = False
+            if broken:
+                self._ex = None
+        if broken:
+            ex.close()
+
+    def close(self) -> None:
+        with self._lock:
+            ex, self._ex = self._ex, None
+        if ex is not None:
+            ex.close()

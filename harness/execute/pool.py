@@ -109,6 +109,10 @@ class WorkerPool:
                 self._starting += 1
             threading.Thread(target=self._spawn, daemon=True).start()
 
+    def refill(self) -> None:
+        """Start workers for candidates added to the demand since the last take (a kept executor's next run)."""
+        self._fill()
+
     def _spawn(self) -> None:
         w = None
         warm = False

@@ -62,7 +62,8 @@ class DeviceContext:
     cpus: Any = None
     """:class:`harness.execute.cpus.CpuPlan`: the cores kept for this device's timed pair, or None."""
     library_kernels: dict[str, frozenset] = field(default_factory=dict)
-    """Checker context key -> names of the library op's kernels (profiled once per run)."""
+    """Checker context key -> names of the library op's kernels (profiled once per executor: a run, or the runs of
+    a kept executor)."""
     quiet_library: dict[str, tuple[float, float]] = field(default_factory=dict)
     """Checker context key -> (median ms, relative IQR) of the library measured with no candidate alive."""
     lock: threading.Lock = field(default_factory=threading.Lock)

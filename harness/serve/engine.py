@@ -12,13 +12,13 @@ no record for a workload it asked for gets a HARNESS_ERROR record, so every
 item ends with exactly one record per selected workload.
 
 Both :mod:`harness.api` and the service (:mod:`harness.serve.dispatcher`)
-call the engine only through this module. Why: today each :meth:`Engine.run`
-is one ``evaluate()`` call, which starts its own checker processes and
-worker pool and stops them at the end (on the H200 host ~16-26 s of fixed
-start-up per run, docs/throughput.md), so callers batch. A long-lived
-executor (worker pools and checkers kept warm between calls, one device gate
-shared by concurrent submissions) replaces the body of :meth:`Engine.run`
-and :meth:`Engine.close` and nothing else.
+call the engine only through this module. Each :meth:`Engine.run` is one
+``evaluate()`` call. By default that call starts its own checker processes
+and worker pool and stops them at the end (on the H200 host 15-22 s between
+the service's batches, session 9). With ``EngineConfig.keep_executor`` (the
+service's lanes) the checkers, pre-started workers and device gate are kept
+between runs (:class:`harness.execute.local.KeptExecutor`) and stopped by
+:meth:`Engine.close`.
 """
 
 from __future__ import annotations
@@ -104,6 +104,9 @@ class EngineConfig:
     round_timeout_s: float = 120.0
     timing_timeout_s: float = 300.0
     prestart: bool = True
+    keep_executor: bool = False
+    """With ``executor="local"``: keep the checkers and pre-started workers up between runs (a service lane;
+    :class:`harness.execute.local.KeptExecutor`), in ``scratch_root/kept``, until :meth:`Engine.close`."""
 
 
 @dataclass
@@ -122,6 +125,7 @@ class Engine:
     ceilings: dict | None = None
     thresholds: Any = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _keeper: Any = field(default=None, repr=False)
 
     def environment(self) -> EnvSnapshot:
         with self._lock:
@@ -200,8 +204,10 @@ class Engine:
             on_record(it.key, r)
 
         seed = cfg.seed if cfg.seed is not None else secrets.randbelow(1 << 48)
+        keeper = self._kept_executor()
         opts = preset.run_options(
-            cfg.device, gpus=cfg.gpus, base_seed=seed, jobs=max(1, cfg.jobs), scratch_root=root / "scratch",
+            cfg.device, gpus=cfg.gpus, base_seed=seed, jobs=max(1, cfg.jobs),
+            scratch_root=cfg.scratch_root / "kept" if keeper is not None else root / "scratch",
             sandbox=cfg.sandbox, check_slots=cfg.check_slots, compile_timeout_s=cfg.compile_timeout_s,
             round_timeout_s=cfg.round_timeout_s, timing_timeout_s=cfg.timing_timeout_s, prestart=cfg.prestart)
         problems = {it.problem.id: it.problem for it in items}
@@ -210,7 +216,7 @@ class Engine:
             options=opts, env=env, workload_tags=() if selection.names else (selection.tags or default_tags(cfg.device)),
             workload_names=selection.names, ceilings=self.device_ceilings() if opts.time_kernels else None,
             thresholds=self.thresholds or Thresholds(), progress=False, on_result=emit, executor=cfg.executor,
-            ray_address=cfg.ray_address)
+            ray_address=cfg.ray_address, keeper=keeper)
         try:
             evaluate(req)
         finally:
@@ -241,8 +247,24 @@ class Engine:
                          generator_version=item.generator_version)
         return [static_record(cand, item.problem, w, Status.HARNESS_ERROR, error, env, run_id) for w in workloads]
 
+    def _kept_executor(self) -> Any:
+        """The executor kept between runs (``config.keep_executor``, local executor only), else None."""
+        if not (self.config.keep_executor and self.config.executor == "local"):
+            return None
+        with self._lock:
+            if self._keeper is None:
+                from harness.execute.local import KeptExecutor
+
+                self._keeper = KeptExecutor()
+            return self._keeper
+
     def close(self) -> None:
-        """Release what the engine holds between runs (nothing yet: every run starts and stops its own workers)."""
+        """Stop what the engine keeps between runs (the kept executor's checkers and workers, their scratch)."""
+        with self._lock:
+            keeper, self._keeper = self._keeper, None
+        if keeper is not None:
+            keeper.close()
+            shutil.rmtree(self.config.scratch_root / "kept", ignore_errors=True)
 
 
 __all__ = ["Engine", "EngineConfig", "EvalItem", "OnRecord", "Selection", "default_tags"]

@@ -128,10 +128,12 @@ def build_engines(device: str, scratch: Path, *, gpus: Sequence[int] = (0,), job
             engines[f"ray{k}"] = Engine(cfg, thresholds=thresholds)
     elif device == "cuda":
         for g in gpus:
-            cfg = EngineConfig(device=device, scratch_root=scratch / f"gpu{g}", gpus=(g,), jobs=jobs, **engine_options)
+            cfg = EngineConfig(device=device, scratch_root=scratch / f"gpu{g}", gpus=(g,), jobs=jobs, keep_executor=True,
+                               **engine_options)
             engines[f"gpu{g}"] = Engine(cfg, env=envmod.snapshot("cuda", g), thresholds=thresholds)
     else:
-        engines["cpu"] = Engine(EngineConfig(device="cpu", scratch_root=scratch / "cpu", jobs=jobs, **engine_options),
+        engines["cpu"] = Engine(EngineConfig(device="cpu", scratch_root=scratch / "cpu", jobs=jobs, keep_executor=True,
+                                             **engine_options),
                                 thresholds=thresholds)
     first = next(iter(engines.values()))
     first.environment()

@@ -1,0 +1,86 @@
+"""A service lane's engine keeps its executor between runs (EngineConfig.keep_executor, KeptExecutor).
+
+Cost it stops (H200, session 9's load test): every batch of 64 started its own checkers and worker pool, and
+15-22 s passed between one batch's last record and the next one's first. Here, on the CPU path: the second run is
+served by the same checker processes (same pids) and its records are as correct as the first's; a run whose
+device-level options differ gets an executor of its own; close() ends every process the engine kept.
+"""
+
+from __future__ import annotations
+
+import os
+
+from harness.api import resolve_problem
+from harness.serve.engine import Engine, EngineConfig, EvalItem, Selection
+from harness.serve.presets import get_preset
+from serve_helpers import GELU, variant
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def _run(engine: Engine, keys: list[str], preset: str = "quick") -> dict[str, str]:
+    got: dict[str, str] = {}
+    gelu = resolve_problem("gelu")
+    items = [EvalItem(key=k, source=variant(GELU, n), problem=gelu) for n, k in enumerate(keys)]
+    engine.run(items, get_preset(preset), Selection(tags=("smoke",)), lambda key, rec: got.__setitem__(key, rec.status.value))
+    return got
+
+
+def test_the_second_run_is_served_by_the_first_runs_processes(tmp_path):
+    engine = Engine(EngineConfig(device="cpu", scratch_root=tmp_path, jobs=1, seed=7, keep_executor=True))
+    try:
+        assert _run(engine, ["a1", "a2"]) == {"a1": "PASSED", "a2": "PASSED"}
+        kept = engine._keeper._ex
+        pids = [p.proc.pid for dev in kept.devices.values() for p in dev.checkers.procs]
+        assert pids and all(_alive(p) for p in pids)  # kept up after the run
+        assert _run(engine, ["b1"]) == {"b1": "PASSED"}
+        assert engine._keeper._ex is kept and not engine._keeper._busy
+        assert [p.proc.pid for dev in kept.devices.values() for p in dev.checkers.procs] == pids
+        assert kept.run_id != "" and all(dev.run_id == kept.run_id for dev in kept.devices.values())
+    finally:
+        engine.close()
+    assert not any(_alive(p) for p in pids)
+    assert not (tmp_path / "kept").exists()
+
+
+def test_a_run_with_other_device_options_gets_another_executor(tmp_path):
+    from harness.execute.local import KeptExecutor
+    from harness.execute.options import RunOptions
+    from harness import env as envmod
+
+    keeper = KeptExecutor()
+    env = envmod.snapshot("cpu", 0)
+    gelu = resolve_problem("gelu").path
+    one = RunOptions(device="cpu", jobs=1, scratch_root=tmp_path, prestart=False)
+    ex, kept = keeper.acquire(one, env, "run-1", problem_paths=[gelu], expected_tasks=0, screen_for=None)
+    try:
+        assert kept
+        other, kept2 = keeper.acquire(one, env, "run-2", problem_paths=[gelu], expected_tasks=0, screen_for=None)
+        assert other is not ex and not kept2  # the kept one is busy: a fresh executor the caller closes
+        other.close()
+        keeper.release(ex)
+        same, kept3 = keeper.acquire(one, env, "run-3", problem_paths=[gelu], expected_tasks=0, screen_for=None)
+        assert same is ex and kept3 and ex.run_id == "run-3"
+        keeper.release(ex)
+        two = RunOptions(device="cpu", jobs=2, scratch_root=tmp_path, prestart=False)
+        new, kept4 = keeper.acquire(two, env, "run-4", problem_paths=[gelu], expected_tasks=0, screen_for=None)
+        assert new is not ex and kept4  # other jobs: the old one is closed and replaced
+        assert not any(_alive(p.proc.pid) for dev in ex.devices.values() for p in dev.checkers.procs)
+        keeper.release(new)
+        silu = resolve_problem("silu").path
+        wider, _ = keeper.acquire(two, env, "run-5", problem_paths=[silu], expected_tasks=0, screen_for=None)
+        assert wider is not new and {gelu.resolve(), silu.resolve()} <= wider.problem_paths  # sandboxed for both
+        keeper.release(wider, broken=True)  # an interrupted run: not kept
+        assert keeper._ex is None
+    finally:
+        keeper.close()
