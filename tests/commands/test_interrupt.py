@@ -69,6 +69,40 @@ def _processes_of_this_run(tmp_path: Path) -> set[int]:
     return found
 
 
+def _cpu_ticks(pid: int) -> int | None:
+    """User + system CPU time of ``pid`` in clock ticks (fields 14 and 15 of /proc/PID/stat)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[11]) + int(fields[12])
+
+
+def _in_the_sleep(scratch: Path, ticks_seen: dict[int, tuple[int | None, float]], idle_s: float = 1.0) -> bool:
+    """True once the worker handed the sleeper is asleep in its forward: the parent has written the candidate
+    into that worker's scratch folder (its session started), and the worker (whose cwd is that folder) has
+    since used no CPU for ``idle_s`` (importing, building and the inputs keep it busy until the sleep).
+    ``ticks_seen``: pid -> (CPU ticks, when they were last seen to change), kept between calls."""
+    folders = {str(f.parent.resolve()) for f in scratch.glob("*/gelu.py")}
+    if not folders:
+        return False
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            if os.readlink(f"/proc/{d}/cwd") not in folders:
+                continue
+        except OSError:
+            continue
+        pid, now, ticks = int(d), time.monotonic(), _cpu_ticks(int(d))
+        last, since = ticks_seen.get(pid, (None, now))
+        if ticks is None or ticks != last:
+            ticks_seen[pid] = (ticks, now)
+        elif now - since >= idle_s and _alive(pid):
+            return True
+    return False
+
+
 def _start(tmp_path: Path) -> tuple[subprocess.Popen, set[int]]:
     sub = tmp_path / "sleepy"
     sub.mkdir()
@@ -82,13 +116,15 @@ def _start(tmp_path: Path) -> tuple[subprocess.Popen, set[int]]:
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seen: set[int] = set()
     deadline = time.monotonic() + 240
+    sleeping, ticks_seen = False, {}
     while time.monotonic() < deadline and proc.poll() is None:
         seen |= _descendants(proc.pid)
-        # the worker is in the candidate's forward once its scratch folder exists and it has been a while
-        if len(seen) >= 2 and any((tmp_path / "scratch").glob("*")) and time.monotonic() > deadline - 225:
+        if len(seen) >= 2 and _in_the_sleep(tmp_path / "scratch", ticks_seen):
+            sleeping = True
             break
-        time.sleep(0.5)
+        time.sleep(0.25)
     assert proc.poll() is None, proc.communicate()[0][-3000:]
+    assert sleeping, "the sleeper's worker never reached the sleep in its forward"
     seen |= _descendants(proc.pid)
     assert seen, "the run started no process"
     assert _processes_of_this_run(tmp_path) & seen, "the environment check does not see this run's workers"

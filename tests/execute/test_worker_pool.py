@@ -102,11 +102,11 @@ def test_pool_hands_out_only_warm_workers_and_warms_a_few_at_a_time(tmp_path):
     interpreters at once and the first candidate waited for all of them (15-18 s on the H200)."""
     opts = RunOptions(device="cpu", sandbox=False)
     problem = load_registry().get("gelu").path
-    pool = WorkerPool(opts, None, tmp_path, "m", [problem], size=3, max_starting=1)
+    pool = WorkerPool(opts, None, tmp_path, "m", [problem], size=2, max_starting=1)
     seen_starting = set()
     try:
         t0 = time.monotonic()
-        while len(pool._idle) < 3:
+        while len(pool._idle) < 2:
             assert time.monotonic() - t0 < 180, "pre-started workers never became warm"
             seen_starting.add(pool._starting)
             time.sleep(0.05)
@@ -123,7 +123,7 @@ def test_pool_hands_out_only_warm_workers_and_warms_a_few_at_a_time(tmp_path):
 
 
 def test_pool_stops_prestarting_after_workers_fail_to_warm(tmp_path):
-    """A broken environment (here: settings a worker cannot warm up with) must not respawn forever; the pool
+    """A broken environment (here: settings a worker cannot start with) must not respawn forever; the pool
     gives up after a few failures in a row and take() returns None, so sessions spawn their own workers and
     report the failure on the record."""
     from harness.execute.pool import MAX_FAILED_STARTS
@@ -131,7 +131,8 @@ def test_pool_stops_prestarting_after_workers_fail_to_warm(tmp_path):
     opts = RunOptions(device="cpu", sandbox=False)
     problem = load_registry().get("gelu").path
     pool = WorkerPool(opts, None, tmp_path, "b", [problem], size=0, max_starting=1)  # starts nothing yet
-    pool.prestart = {**pool.prestart, "cpu_threads": "not a number"}  # the worker's warm-up raises on it
+    # the worker's lock-down raises on it, before its warm-up imports torch (seconds per failed start)
+    pool.prestart = {**pool.prestart, "max_file_bytes": "not a number"}
     pool.size = 2
     try:
         pool._fill()

@@ -143,7 +143,8 @@ def test_independent_check_on_cpu_with_the_triton_interpreter(tmp_path):
         (kernels / name).write_text(text)
     out = tmp_path / "check.jsonl"
     proc = subprocess.run([sys.executable, str(TOOLS / "independent_check.py"), "--problems", str(problem.parent),
-                           "--kernels", str(kernels), "--out", str(out), "--device", "cpu", "--trials", "2"],
+                           "--kernels", str(kernels), "--out", str(out), "--device", "cpu", "--trials", "2",
+                           "--jobs", "2"],  # one process per kernel: two at a time on the 2-core CI machine
                           capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "skipped 99_Nothing.py" in proc.stderr
