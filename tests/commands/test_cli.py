@@ -136,14 +136,15 @@ def test_missing_submission_folder_is_a_clear_error(tmp_path):
               "--no-progress", "--yes-execute"])
 
 
-def test_run_with_relative_out_folder(tmp_path, monkeypatch, capsys):
-    """The README's command uses a relative --out; workers run elsewhere, so every path they get is absolute."""
-    sub = tmp_path / "sub"
-    sub.mkdir()
-    (sub / "gelu.py").write_text((ROOT / "tests" / "execute" / "fixtures" / "mixed" / "gelu.py").read_text())
-    monkeypatch.chdir(tmp_path)
-    assert main(["run", "sub", "--device", "cpu", "--out", "runs/rel", "--no-timing", "--no-progress", "--yes-execute"]) == 0
-    assert "PASSED" in capsys.readouterr().out
+def test_run_with_relative_out_folder(default_cpu_run):
+    """The README's command uses a relative --out; workers run elsewhere, so every path they get is absolute.
+    (The shared run of conftest.py: ``run sub ... --out runs/rel`` from the folder holding ``sub``.)"""
+    from harness.results.store import load_results
+
+    assert default_cpu_run.code == 0
+    assert "PASSED" in default_cpu_run.out
+    (rec,) = [r for r in load_results(default_cpu_run.results) if r.candidate == "sub/gelu.py"]
+    assert rec.status.value == "PASSED"
 
 
 @pytest.mark.parametrize("argv, hint", [

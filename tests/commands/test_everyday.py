@@ -71,20 +71,20 @@ def test_lint_reads_a_markdown_reply_as_run_executes_it(tmp_path, capsys):
     assert "a Markdown reply whose 1 Python fence(s) do not parse: lines 3-3: line 1, column 7" in capsys.readouterr().out
 
 
-def test_cpu_path_checks_correctness_without_timing_unless_asked(tmp_path, capsys):
+def test_cpu_path_checks_correctness_without_timing_unless_asked(default_cpu_run, tmp_path, capsys):
     """Was: the quick start spent 28% of its worker time timing interpreted kernels whose CPU times get no verdict
-    (65 s for one naive convolution). The CPU path now checks correctness only; --timing still times it."""
+    (65 s for one naive convolution). The CPU path now checks correctness only; --timing still times it.
+    The run without --timing is the shared one (conftest.py: the same GELU, the same seed)."""
+    assert default_cpu_run.code == 0
+    assert "CPU path: correctness only, no timing" in default_cpu_run.err and "ceilings:" not in default_cpu_run.err
+    (rec,) = [r for r in load_results(default_cpu_run.results) if r.candidate == "sub/gelu.py"]
+    assert rec.status.value == "PASSED" and rec.correctness.rounds_passed >= 5
+    assert rec.timing is None and rec.library_timing is None and rec.screening is None
+
     sub = tmp_path / "sub"
     sub.mkdir()
     (sub / "gelu.py").write_text(GELU.read_text())
     base = ["run", str(sub), "--device", "cpu", "--no-progress", "--yes-execute", "--seed", "7"]
-    assert main([*base, "--out", str(tmp_path / "default")]) == 0
-    captured = capsys.readouterr()
-    assert "CPU path: correctness only, no timing" in captured.err and "ceilings:" not in captured.err
-    (rec,) = load_results(tmp_path / "default")
-    assert rec.status.value == "PASSED" and rec.correctness.rounds_passed >= 5
-    assert rec.timing is None and rec.library_timing is None and rec.screening is None
-
     assert main([*base, "--timing", "--out", str(tmp_path / "timed")]) == 0
     assert "no timing" not in capsys.readouterr().err
     (timed,) = load_results(tmp_path / "timed")
@@ -177,17 +177,11 @@ def test_run_refuses_to_execute_candidates_without_yes_execute(tmp_path):
     assert not (tmp_path / "out").exists() and not any(tmp_path.glob("**/results.jsonl"))
 
 
-def test_cpu_workers_run_torch_on_one_thread(tmp_path):
+def test_cpu_workers_run_torch_on_one_thread(default_cpu_run):
     """Was: workers ran PyTorch with 2 OpenMP threads on a loaded 2-core machine, so library and kernel times
     measured thread wake-up (F.layer_norm on 16x256: 32 ms with 2 threads, 0.006 ms with 1). The candidate
-    reports what its worker gives it through its error message."""
-    sub = tmp_path / "sub"
-    sub.mkdir()
-    (sub / "gelu.py").write_text(GELU.read_text().replace(
-        "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n",
-        "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n        import os\n"
-        "        raise RuntimeError(f'threads={torch.get_num_threads()} omp={os.environ.get(\"OMP_NUM_THREADS\")}')\n",
-        1))
-    assert main(["run", str(sub), "--device", "cpu", "--no-progress", "--yes-execute", "--out", str(tmp_path / "o")]) == 0
-    (rec,) = load_results(tmp_path / "o")
+    (``gelu__threads.py`` of the shared run, conftest.py) reports what its worker gives it through its error
+    message."""
+    assert default_cpu_run.code == 0
+    (rec,) = [r for r in load_results(default_cpu_run.results) if r.candidate == "sub/gelu__threads.py"]
     assert rec.status.value == "RUNTIME_ERROR" and "threads=1 omp=1" in rec.error.message, rec.error
