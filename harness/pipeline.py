@@ -333,12 +333,12 @@ def _interrupted(stop: threading.Event, scratch_root: Path | None, run_id: str) 
     """Ctrl-C or SIGTERM: pull no more tasks, kill every process this run started, remove its scratch."""
     import shutil
 
-    from harness.execute.process import kill_all
+    from harness.execute.process import kill_all, run_tag
 
     stop.set()
     kill_all()
     if scratch_root is not None and scratch_root.is_dir():
-        for d in scratch_root.glob(f"kg-{run_id[:8]}-*"):
+        for d in scratch_root.glob(f"kg-{run_tag(run_id)}-*"):
             shutil.rmtree(d, ignore_errors=True)
 
 

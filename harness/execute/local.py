@@ -27,7 +27,7 @@ from harness.execute.gate import DeviceGate
 from harness.execute.memory import CONTEXT_BYTES, DeviceMemory, device_capacity, fake_capacity
 from harness.execute.options import RunOptions
 from harness.execute.pool import Demand, WorkerPool
-from harness.execute.process import gpu_probe
+from harness.execute.process import gpu_probe, run_tag
 from harness.execute.scheduler import DeviceUnhealthy, ScheduleReport, run_pull
 from harness.execute.session import RetryAlone, Session
 from harness.execute.task import DeviceContext, Task
@@ -74,9 +74,9 @@ class LocalExecutor:
             # on the CPU path only a fake capacity (KERNELGATE_FAKE_DEVICE_MEMORY_GB, for tests) is admitted against
             capacity = device_capacity(g) if opts.device == "cuda" else fake_capacity()
             memory = DeviceMemory(capacity, opts.memory_margin, fixed)
-            pool = (WorkerPool(opts, g, root, run_id[:8], problem_paths, pool_size, self.demand, cpus=plan)
+            pool = (WorkerPool(opts, g, root, run_tag(run_id), problem_paths, pool_size, self.demand, cpus=plan)
                     if opts.prestart and expected_tasks else None)
-            self.checker_dirs.append(root / f"checker-{run_id[:8]}-{tag}")
+            self.checker_dirs.append(root / f"checker-{run_tag(run_id)}-{tag}")
             self.devices[g] = DeviceContext(
                 opts=opts, env=denv, run_id=run_id, gpu=g,
                 checkers=CheckerPool(opts.device, g, self.checker_dirs[-1], size=slots, threads=opts.cpu_threads,

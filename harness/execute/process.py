@@ -109,6 +109,18 @@ def scrubbed_env(scratch: Path, device: str, gpu: int | None, threads: int = 1) 
     return env
 
 
+def run_tag(run_id: str) -> str:
+    """The part of a run id that names the run's scratch folders (``kg-<tag>-*``, ``checker-<tag>-*``): its
+    random suffix, so two runs sharing a scratch root never share (or delete) each other's folders.
+
+    Bug it stops: the tag was ``run_id[:8]``, the date, so two runs on one day shared ``checker-YYYYMMDD-0``
+    (one run's close deleted the other's checker folder) and an interrupted run's cleanup deleted the other
+    run's worker folders (``kg-YYYYMMDD-*``).
+    """
+    tail = run_id.rsplit("-", 1)[-1]
+    return tail if tail and tail != run_id else run_id.replace("/", "_")[:32]
+
+
 def make_scratch(root: Path, tag: str) -> Path:
     """A fresh scratch folder (home, TMPDIR, compiler caches, output hand-off) for one process."""
     scratch = Path(root) / f"kg-{tag}-{secrets.token_hex(3)}"

@@ -150,6 +150,7 @@ def run_task(task: RayTask) -> list[dict]:
     from harness.execute.checker_client import CheckerPool
     from harness.execute.gate import DeviceGate
     from harness.execute.memory import DeviceMemory, device_capacity
+    from harness.execute.process import run_tag
     from harness.execute.session import RetryAlone, Session
     from harness.execute.task import DeviceContext
     from harness.score.gates import screen
@@ -166,7 +167,7 @@ def run_task(task: RayTask) -> list[dict]:
 
     base = Path(task.options.scratch_root) if task.options.scratch_root else Path(tempfile.gettempdir())
     base.mkdir(parents=True, exist_ok=True)
-    task_dir = Path(tempfile.mkdtemp(prefix=f"kg-ray-{task.run_id[:8]}-{task.candidate.sha256[:12]}-", dir=base))
+    task_dir = Path(tempfile.mkdtemp(prefix=f"kg-ray-{run_tag(task.run_id)}-{task.candidate.sha256[:12]}-", dir=base))
     checkers = None
     try:
         c, p = task.candidate, task.problem

@@ -45,7 +45,7 @@ from harness.execute.channel import ChannelError, Endpoint, send_raw_json
 from harness.execute.checker_client import CheckerDied
 from harness.execute.inputs import round_seed
 from harness.execute.memory import estimate
-from harness.execute.process import gpu_probe, kill_group, make_scratch, signame, spawn_worker, wait_briefly
+from harness.execute.process import gpu_probe, kill_group, make_scratch, run_tag, signame, spawn_worker, wait_briefly
 from harness.execute.scheduler import DeviceUnhealthy
 from harness.execute.task import DeviceContext, Task
 from harness.execute.timing_phase import TimingPhase, stats
@@ -224,7 +224,7 @@ class Session:
         worker = self.dev.pool.take() if self.dev.pool is not None else None
         if worker is None:
             root = Path(self.o.scratch_root or os.environ.get("TMPDIR", "/tmp")).resolve()
-            worker = spawn_worker(make_scratch(root, f"{self.dev.run_id[:8]}-{self.c.sha256[:12]}"), self.o.device,
+            worker = spawn_worker(make_scratch(root, f"{run_tag(self.dev.run_id)}-{self.c.sha256[:12]}"), self.o.device,
                                   self.dev.gpu, threads=self.o.cpu_threads, cpus=self.dev.cpus)
         self.worker_pid = worker.proc.pid
         for k, v in (worker.warm_s or {}).items():

@@ -4,7 +4,7 @@ One place for the mapping, read by :mod:`harness.api`, the service and (if it
 wants) the CLI::
 
     preset     rounds   timing on a GPU (warm-up, samples x trials)   use
-    quick      5        5, 20 x 2   (= kernelgate run --quick)         RL steps, refine loops
+    quick      5        3, 15 x 2   (= kernelgate run --quick)         RL steps, refine loops
     standard   5        10, 50 x 3  (= kernelgate run)                  comparisons, reports
     thorough   10       20, 50 x 6                                      final numbers, leaderboards
 
@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from harness.measure.timing import QUICK
 
 if TYPE_CHECKING:
     from harness.execute.options import RunOptions
@@ -70,7 +72,7 @@ class Preset:
 
 
 PRESETS: dict[str, Preset] = {
-    "quick": Preset("quick", rounds=N_ROUNDS_MIN, warmup=5, reps=20, trials=2, budget_ms=4_000.0,
+    "quick": Preset("quick", rounds=N_ROUNDS_MIN, **QUICK,
                     description="5 correctness rounds, short timing (kernelgate run --quick): RL steps, refine loops"),
     "standard": Preset("standard", rounds=N_ROUNDS_MIN, warmup=10, reps=50, trials=3, budget_ms=20_000.0,
                        description="5 correctness rounds, the default timing protocol of kernelgate run"),
