@@ -229,6 +229,8 @@ def run_cli_side(args, cands, out: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from harness.serve.dispatcher import BATCH_MAX
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="\n".join(__doc__.splitlines()[1:]),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=500, help="candidates (default 500)")
@@ -237,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     ap.add_argument("--gpus", help="GPU indices for the service and the CLI, e.g. 0,1")
     ap.add_argument("--jobs", type=int, help="jobs per GPU for both (default: the service's default, 12 per GPU)")
-    ap.add_argument("--batch-max", type=int, default=64, help="the service's --batch-max (default 64)")
+    ap.add_argument("--batch-max", type=int, default=BATCH_MAX,
+                    help=f"the service's --batch-max (default {BATCH_MAX}, the service's own)")
     ap.add_argument("--preset", default="quick", choices=("quick", "standard", "thorough"))
     ap.add_argument("--workloads", help="workload names for both sides (default: the device's default tags)")
     ap.add_argument("--tags", help="workload tags for both sides")

@@ -149,6 +149,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     device = args.device or envmod.default_device()
     if not 0 < args.gpu_memory_fraction <= 1:
         raise SystemExit(f"kernelgate: error: --gpu-memory-fraction must be in (0, 1], got {args.gpu_memory_fraction}")
+    if args.max_file_mib < 1:
+        raise SystemExit("kernelgate: error: --max-file-mib must be at least 1 (compiled kernels and hand-off files "
+                         "are written by the worker)")
     if args.check_slots < 1:
         raise SystemExit(f"kernelgate: error: --check-slots must be at least 1, got {args.check_slots}")
     if not args.yes_execute:
@@ -167,7 +170,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         keep_scratch=args.keep_scratch, scratch_root=Path(args.scratch) if args.scratch else None,
         precompile=not args.no_precompile, sandbox=not args.no_sandbox, check_slots=args.check_slots,
         gpu_memory_fraction=args.gpu_memory_fraction, prestart=not args.no_prestart, handoff=args.handoff,
-        mode=args.mode, baseline=args.baseline,
+        mode=args.mode, baseline=args.baseline, max_file_bytes=args.max_file_mib << 20,
     )
     snap = envmod.snapshot(device, gpus[0])
     ceilings = None
@@ -295,6 +298,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"seconds per call (default {DEFAULTS.round_timeout_s:g})")
     p.add_argument("--timing-timeout", type=float, default=DEFAULTS.timing_timeout_s,
                    help=f"seconds per batch of timed calls (default {DEFAULTS.timing_timeout_s:g})")
+    p.add_argument("--max-file-mib", type=int, default=DEFAULTS.max_file_bytes >> 20, metavar="MIB",
+                   help="largest file a candidate's worker may write, in MiB (its RLIMIT_FSIZE; a bigger write fails "
+                        f"with 'File too large'; default {DEFAULTS.max_file_bytes >> 20})")
     from harness.score.gates import Thresholds
 
     th = Thresholds()

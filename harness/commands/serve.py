@@ -135,6 +135,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     from harness.serve.auth import DEFAULT_BURST, DEFAULT_RATE_PER_S
+    from harness.serve.dispatcher import BATCH_MAX
     from harness.serve.submission import Limits
 
     lim = Limits()
@@ -188,7 +189,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     lim_g.add_argument("--allow-problem-source", action="store_true",
                        help="let clients send problem files (problem_source); they run unsandboxed in the trusted "
                             "checker, so allow it only for clients you trust like your own --problems files")
-    lim_g.add_argument("--batch-max", type=int, default=64, help="most tasks per engine run of a lane (default 64)")
+    lim_g.add_argument("--batch-max", type=int, default=BATCH_MAX,
+                       help=f"most tasks per engine run of a lane (default {BATCH_MAX})")
     lim_g.add_argument("--linger", type=float, default=0.25, metavar="S",
                        help="seconds an idle lane waits for more arrivals before its first claim (default 0.25)")
     lim_g.add_argument("--max-attempts", type=int, default=3, help="times a task interrupted by restarts is run "

@@ -53,7 +53,8 @@ class LocalExecutor:
     """Checkers, gates, memory admission and pre-started workers for each device, alive until :meth:`close`."""
 
     def __init__(self, opts: RunOptions, env: EnvSnapshot, run_id: str, *, problem_paths: list[Path],
-                 expected_tasks: int, screen_for: Callable[[Any], Callable | None] | None = None):
+                 expected_tasks: int, screen_for: Callable[[Any], Callable | None] | None = None,
+                 standing: bool = False):
         self.o, self.run_id = opts, run_id
         self.key = _kept_key(opts)
         self.problem_paths = frozenset(Path(p).resolve() for p in problem_paths)
@@ -61,7 +62,7 @@ class LocalExecutor:
         root = Path(opts.scratch_root or "/tmp").resolve()
         slots = max(1, opts.check_slots) if opts.device == "cuda" else 1  # on CPU the checks would share the timed cores
         self.per_device = max(1, opts.jobs // len(self.gpus))
-        self.demand = Demand(expected_tasks)
+        self.demand = Demand(expected_tasks, standing=standing)  # standing: kept between runs (KeptExecutor)
         pool_size = min(2 * self.per_device, POOL_MAX)
         self.devices: dict[int | None, DeviceContext] = {}
         self.checker_dirs: list[Path] = []
@@ -164,7 +165,9 @@ class KeptExecutor:
     and pre-started workers outlive a batch.
 
     Why: each run starting its own cost the service's H200 load test (session 9) 15-22 s between batches of 64,
-    a quarter of its time. :meth:`acquire` rebinds the kept executor to the next run when it can
+    a quarter of its time. Its pools keep their pre-started workers ready between runs (``Demand.standing``):
+    with the kept executor but pools that emptied as each run's demand ran out, session 10's load test still
+    had 10-13 s between batches: the first twelve records of each batch had waited a median 8.2 s for a worker. :meth:`acquire` rebinds the kept executor to the next run when it can
     (:meth:`LocalExecutor.rebind`); otherwise it is closed and replaced by one sandboxed for the old and the new
     problems. A run that finds the kept one busy gets a fresh executor of its own (closed by the caller).
     :meth:`release` after every run; ``broken`` (an interrupted run, a retired device) closes it instead.
@@ -193,7 +196,7 @@ class KeptExecutor:
         try:
             if old is not None:
                 old.close()
-            ex = LocalExecutor(opts, env, run_id, problem_paths=paths, **args)
+            ex = LocalExecutor(opts, env, run_id, problem_paths=paths, standing=True, **args)
         except BaseException:
             with self._lock:
                 self._busy = False

@@ -50,15 +50,18 @@ def default_max_starting() -> int:
 
 class Demand:
     """How many candidates of the run still need a worker, shared by the devices' pools: a pool
-    never keeps more workers ready than candidates are left (a small run starts no spares)."""
+    never keeps more workers ready than candidates are left (a small run starts no spares), unless
+    ``standing``: a long-lived caller (a service lane's kept executor) expects more runs, so its pools
+    stay full between them."""
 
-    def __init__(self, candidates: int):
+    def __init__(self, candidates: int, standing: bool = False):
         self._left = max(0, candidates)
+        self.standing = standing
         self._lock = threading.Lock()
 
     @property
     def left(self) -> int:
-        return self._left
+        return 1 << 30 if self.standing else self._left
 
     def take(self) -> None:
         with self._lock:

@@ -37,6 +37,12 @@ from harness.serve.presets import get_preset
 from harness.serve.store import Store, Task
 
 RETIRE_AFTER_FAILURES = 3
+BATCH_MAX = 128
+"""Most tasks in one engine run of one lane (``kernelgate serve --batch-max``). Each run fills and drains its
+pipeline (its first records wait for a build, the correctness rounds and the GPU gate; its last ones leave jobs
+idle): session 10's H200 load test had 10-13 s between runs of 64, each 34-40 s long (part of it the pools' warm-ups,
+see harness.execute.local.KeptExecutor), so a burst is run in fewer, longer runs. The cost: a task queued while its
+lane runs waits for that run to end."""
 
 
 @dataclass
@@ -92,7 +98,7 @@ class Dispatcher:
     lanes: dict[str, LaneState]
     problem_of: Callable[[dict], object]
     notify: Callable[[], None]
-    batch_max: int = 64
+    batch_max: int = BATCH_MAX
     linger_s: float = 0.25
     max_attempts: int = 3
     _cv: threading.Condition = field(default_factory=threading.Condition)

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from harness import __version__
 from harness.jsonio import dumps
 from harness.serve.auth import Client, RateLimiter, TokenTable
-from harness.serve.dispatcher import Dispatcher, LaneState
+from harness.serve.dispatcher import BATCH_MAX, Dispatcher, LaneState
 from harness.serve.engine import Engine, EngineConfig, Selection
 from harness.serve.presets import PRESETS, get_preset
 from harness.serve.submission import Limits, RequestError, Submission, parse_batch, parse_submission
@@ -68,8 +68,8 @@ class ServiceConfig:
     limits: Limits = Limits()
     max_queue: int = 10_000
     """Most queued (not yet running) tasks; beyond it submissions get 429."""
-    batch_max: int = 64
-    """Most tasks in one engine run of one lane."""
+    batch_max: int = BATCH_MAX
+    """Most tasks in one engine run of one lane (:data:`harness.serve.dispatcher.BATCH_MAX`)."""
     linger_s: float = 0.25
     max_attempts: int = 3
     max_wait_s: float = 60.0

@@ -9,6 +9,7 @@ device-level options differ gets an executor of its own; close() ends every proc
 from __future__ import annotations
 
 import os
+import time
 
 from harness.api import resolve_problem
 from harness.serve.engine import Engine, EngineConfig, EvalItem, Selection
@@ -43,6 +44,11 @@ def test_the_second_run_is_served_by_the_first_runs_processes(tmp_path):
         kept = engine._keeper._ex
         pids = [p.proc.pid for dev in kept.devices.values() for p in dev.checkers.procs]
         assert pids and all(_alive(p) for p in pids)  # kept up after the run
+        pool = next(iter(kept.devices.values())).pool
+        t0 = time.monotonic()  # its pre-started workers refill to the pool's size, ready for the next run
+        while len(pool._idle) < pool.size:
+            assert time.monotonic() - t0 < 180, f"the kept pool stayed at {len(pool._idle)} of {pool.size} workers"
+            time.sleep(0.2)
         assert _run(engine, ["b1"]) == {"b1": "PASSED"}
         assert engine._keeper._ex is kept and not engine._keeper._busy
         assert [p.proc.pid for dev in kept.devices.values() for p in dev.checkers.procs] == pids

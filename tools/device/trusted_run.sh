@@ -3,8 +3,9 @@
 # (plan each command inside 10 minutes; the sums below are the H200 times of session 8):
 #   tests     the GPU tests: pytest -m gpu (timer and calibration, profiler, IPC bounds with a live exporter,
 #             the GPU fixtures, bundled kernels), budget KG_PYTEST_S (default 330 s)
-#   fixtures  every other adversarial fixture (tests/execute/fixtures/{mixed,hostile,exploits}) and the
-#             status each must get, budget KG_FIX_S (default 300 s)
+#   fixtures  every other adversarial fixture (tests/execute/fixtures/{mixed,hostile,exploits}) at smoke size and
+#             the status each must get, budget KG_FIX_S (default 300 s); then the exploits whose trick fires only
+#             at GPU-sized workloads at those workloads (tools/check_fixture_statuses.py --targets), KG_FIXT_S (150 s)
 #   suite     the whole bundled suite (--quick, 12 jobs: evaluations per GPU-hour), budget KG_SUITE_S (220 s)
 #   bench     the Triton references of 10 problems one at a time and 12 at a time (full protocol: harness
 #             overhead per candidate, and the seq-vs-pipelined repeatability of the medians), KG_BENCH_S (230 s)
@@ -36,12 +37,22 @@ if [ "$part" = tests ]; then
     | tail -40 | tee "$OUT/pytest_gpu.txt"
 elif [ "$part" = fixtures ]; then
   stamp "fixtures"
+  # a 64 MiB file cap (the hostile disk filler writes 200 MB; the default cap is 4 GiB)
+  fixopts=(--device cuda --out "$OUT/fixtures" --jobs 16 --quick --yes-execute --no-progress --round-timeout 15
+           --compile-timeout 90 --timing-timeout 30 --max-file-mib 64)
   timeout ${KG_FIX_S:-300} python3 -m harness run tests/execute/fixtures/mixed \
-    tests/execute/fixtures/hostile tests/execute/fixtures/exploits --device cuda --tags smoke --out "$OUT/fixtures" \
-    --scratch $scratch/f --jobs 16 --quick --yes-execute --no-progress --round-timeout 15 --compile-timeout 90 \
-    --timing-timeout 30 \
+    tests/execute/fixtures/hostile tests/execute/fixtures/exploits --tags smoke --scratch $scratch/f "${fixopts[@]}" \
     > "$OUT/fixtures.txt" 2>&1
   echo "fixtures exit $?" >> "$OUT/fixtures.txt"
+  # the exploits whose trick fires only at GPU-sized workloads, at those workloads (same results file)
+  rm -rf $scratch/t; mkdir -p $scratch/t/exploits; names=()
+  while read -r f wl; do cp "tests/execute/fixtures/$f" $scratch/t/exploits/; names+=("$wl"); done \
+    < <(python3 tools/check_fixture_statuses.py --targets)
+  wls=$(printf '%s\n' "${names[@]}" | tr ',' '\n' | sort -u | paste -sd,)
+  stamp "fixtures at their GPU workloads ($wls)"
+  timeout ${KG_FIXT_S:-150} python3 -m harness run $scratch/t/exploits --workloads "$wls" --scratch $scratch/ft \
+    "${fixopts[@]}" > "$OUT/fixtures_targets.txt" 2>&1
+  echo "fixtures at their workloads exit $?" >> "$OUT/fixtures_targets.txt"
   python3 tools/check_fixture_statuses.py "$OUT/fixtures" > "$OUT/fixture_statuses.txt" 2>&1
   cp "$OUT/fixtures/results.jsonl" "$OUT/fixtures_results.jsonl" 2>/dev/null
   rm -rf "$OUT/fixtures"
