@@ -14,9 +14,11 @@ FMAs only), the input image ``X[n]`` is re-read from L2 once per output
 channel (256 times) instead of once per tile of output channels, and each
 loop step waits on its own loads.
 
-Measured on an H200 (torch 2.11, triton 3.6, tools/gpucheck_defects.py,
-median), workload fp16-128x256x56x56-k256: 6.05 ms against 0.43 ms for PyTorch
-(14x).
+Measured by KernelGate on an H200 (``kernelgate run --quick``, the bundled suite
+twice; leaderboards/h200-2026-12-02-s10, run 1; torch 2.11, Triton 3.6),
+workload fp16-128x256x56x56-k256: 6.04 ms against 0.428 ms for PyTorch (14.1x
+slower, E_lib 0.071), 0.0973 ms at the memory-bound roofline floor (U_roof
+0.016): verdict authoring_defect. The second run agreed within 1%.
 
 The fix (see ``submissions/triton-reference/conv2d_1x1.py``): treat it as the
 GEMM it is: a program computes a ``BLOCK_K`` output channels x ``BLOCK_P``

@@ -16,9 +16,11 @@ is nothing in flight while the math runs. (3) The per-step cast to float64
 makes ``exp`` a long double-precision software sequence instead of one
 ``ex2.approx`` instruction.
 
-Measured on an H200 (torch 2.11, triton 3.6, tools/gpucheck_defects.py,
-median), workload fp16-16384x8192: 0.676 ms against 0.140 ms for PyTorch
-(4.8x).
+Measured by KernelGate on an H200 (``kernelgate run --quick``, the bundled suite
+twice; leaderboards/h200-2026-12-02-s10, run 1; torch 2.11, Triton 3.6),
+workload fp16-16384x8192: 0.676 ms against 0.139 ms for PyTorch (4.9x slower,
+E_lib 0.21), 0.127 ms at the memory-bound roofline floor (U_roof 0.19):
+verdict authoring_defect. The second run agreed within 1%.
 
 The fix (see ``submissions/triton-reference/silu.py``): one flat step per
 program with ``BLOCK`` 1024-4096 and ``num_warps`` 4-8, math in float32
