@@ -38,7 +38,7 @@ class CheckerProcess:
         self.proc = popen([sys.executable, "-m", "harness.execute.checker"], stdin=subprocess.PIPE,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=scratch)
         if cpus is not None:
-            cpus.confine(self.proc.pid)  # widened only while it serves a timing phase (harness.execute.cpus)
+            cpus.confine(self.proc.pid)  # pinned to the reserved cores only while it serves a timing phase (harness.execute.cpus)
         threading.Thread(target=drain, args=(self.proc.stderr, self.stderr), daemon=True).start()
         self.lock = threading.Lock()
 

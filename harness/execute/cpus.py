@@ -8,7 +8,8 @@ Everything else a run does (neighbours warming up, compiling, being checked)
 competes for the same cores. Plan (Linux, 8 or more usable cores)::
 
     reserved   2 cores (3 from 16 up) per GPU: no worker or checker may run there,
-               except the worker and checker of the workload being timed on that GPU
+               except the worker and checker of the workload being timed on that GPU,
+               which run only there while it is timed
     others     every other usable core: where every worker and checker runs otherwise
 
 A process's affinity is set thread by thread (``/proc/PID/task``); threads
@@ -16,7 +17,12 @@ and children it starts later inherit it. Bug it stops: on the H200, with 12
 jobs on 16 cores, a Triton 1x1 convolution (114 us on the GPU) took 465 us
 per launch while its neighbours warmed up, so it was scored host-bound in
 one run and on its CUDA events in the next (leaderboards/h200-2026-12-02-s7,
-run5-bench: 0.114 vs 0.424 ms, 272% apart).
+run5-bench: 0.114 vs 0.424 ms, 272% apart). Until session 11 the timed pair
+was widened to every core rather than pinned to the reserved ones, and the
+scheduler could leave its threads on a busy core: a TileLang SwiGLU launched
+in 267 us per call (129 us on the GPU) in one of session 10's two suite runs
+and was scored host-bound at 5x its other run's time
+(leaderboards/h200-2026-12-02-s10, run 1).
 
 Limits: a candidate can set its own affinity (no sandbox rule stops
 ``sched_setaffinity``) and so run on reserved cores while another workload is
@@ -49,9 +55,9 @@ class CpuPlan:
         """Keep ``pid`` (every thread) off the reserved cores; returns the threads set."""
         return set_affinity(pid, self.others)
 
-    def widen(self, pid: int) -> int:
-        """Let ``pid`` (every thread) run on the reserved cores too, while its workload is timed."""
-        return set_affinity(pid, self.others | self.reserved)
+    def pin(self, pid: int) -> int:
+        """Run ``pid`` (every thread) on the reserved cores only, while its workload is timed."""
+        return set_affinity(pid, self.reserved)
 
 
 def plans(n_gpus: int, usable: set[int] | None = None) -> list[CpuPlan | None]:

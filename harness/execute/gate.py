@@ -8,6 +8,12 @@ until no correctness phase is running and, while it waits, no new one starts
 timer. A Session never upgrades in place: it gives back its shared slot and
 then asks for the exclusive one, so two upgraders cannot deadlock.
 
+Start-up and tear-down of a process's CUDA context (a pre-started worker's
+warm-up, a finished worker's exit) touch the GPU briefly and decide nothing:
+they hold a *background* place, which keeps timing out like a shared slot but
+is not counted against ``shared_max`` (dozens of workers warming up must not
+take the correctness rounds' slots).
+
 Bug it stops: with one plain lock per GPU, the correctness rounds (95% of the
 locked time in the first H200 bundle run: 422 s of 446 s) serialized the whole
 suite behind a GPU that was idle most of that time.
@@ -25,6 +31,7 @@ class DeviceGate:
         self.shared_max = shared_max
         self._cv = threading.Condition()
         self._shared = 0
+        self._background = 0
         self._exclusive = False
         self._waiting_exclusive = 0
 
@@ -42,12 +49,26 @@ class DeviceGate:
             self._shared -= 1
             self._cv.notify_all()
 
+    # context start-up and tear-down
+    def acquire_background(self) -> None:
+        with self._cv:
+            while self._exclusive or self._waiting_exclusive:
+                self._cv.wait()
+            self._background += 1
+
+    def release_background(self) -> None:
+        with self._cv:
+            if self._background <= 0:
+                raise RuntimeError("release_background without acquire_background")
+            self._background -= 1
+            self._cv.notify_all()
+
     # timing, health probes
     def acquire_exclusive(self) -> None:
         with self._cv:
             self._waiting_exclusive += 1
             try:
-                while self._exclusive or self._shared:
+                while self._exclusive or self._shared or self._background:
                     self._cv.wait()
             finally:
                 self._waiting_exclusive -= 1
@@ -64,3 +85,9 @@ class DeviceGate:
         """(shared holders, exclusive held) -- for tests and diagnostics."""
         with self._cv:
             return self._shared, self._exclusive
+
+    @property
+    def background(self) -> int:
+        """Background holders now (context start-ups and tear-downs)."""
+        with self._cv:
+            return self._background

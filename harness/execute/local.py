@@ -75,14 +75,16 @@ class LocalExecutor:
             # on the CPU path only a fake capacity (KERNELGATE_FAKE_DEVICE_MEMORY_GB, for tests) is admitted against
             capacity = device_capacity(g) if opts.device == "cuda" else fake_capacity()
             memory = DeviceMemory(capacity, opts.memory_margin, fixed)
-            pool = (WorkerPool(opts, g, root, run_tag(run_id), problem_paths, pool_size, self.demand, cpus=plan)
+            gate = DeviceGate(slots)
+            pool = (WorkerPool(opts, g, root, run_tag(run_id), problem_paths, pool_size, self.demand, cpus=plan,
+                               gate=gate if opts.device == "cuda" else None)
                     if opts.prestart and expected_tasks else None)
             self.checker_dirs.append(root / f"checker-{run_tag(run_id)}-{tag}")
             self.devices[g] = DeviceContext(
                 opts=opts, env=denv, run_id=run_id, gpu=g,
                 checkers=CheckerPool(opts.device, g, self.checker_dirs[-1], size=slots, threads=opts.cpu_threads,
                                      cpus=plan),
-                gate=DeviceGate(slots), memory=memory, pool=pool, screen_for=screen_for, cpus=plan)
+                gate=gate, memory=memory, pool=pool, screen_for=screen_for, cpus=plan)
 
     def rebind(self, opts: RunOptions, env: EnvSnapshot, run_id: str, *, problem_paths: list[Path],
                expected_tasks: int, screen_for: Callable[[Any], Callable | None] | None) -> bool:

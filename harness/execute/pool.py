@@ -8,6 +8,9 @@ imported once the worker's candidate turns out to be TileLang, before that
 candidate is imported: Triton candidates never pay for it); it waits for one
 candidate's spec, serves that candidate only, and exits like any worker.
 Every worker taken is replaced at once, up to ``size`` idle or starting.
+Given the device's gate, a worker makes its CUDA context and profiler only
+while the pool holds a background place in it for the worker (:func:`harness.execute.process.wait_ready`):
+never while a workload on that GPU is timed.
 Nothing about the candidate is known to the worker before its spec, so the
 isolation guarantees are those of a freshly spawned worker.
 
@@ -81,11 +84,12 @@ def prestart_settings(opts: RunOptions, problem_paths: list[Path]) -> dict:
 class WorkerPool:
     def __init__(self, opts: RunOptions, gpu: int | None, root: Path, tag: str, problem_paths: list[Path], size: int,
                  demand: Demand | None = None, max_starting: int | None = None,
-                 warm_timeout_s: float = WARM_TIMEOUT_S, cpus: Any = None):
+                 warm_timeout_s: float = WARM_TIMEOUT_S, cpus: Any = None, gate: Any = None):
         self.o, self.gpu, self.root, self.tag, self.size = opts, gpu, root, tag, max(0, size)
         self.cpus = cpus
+        self.gate = gate
         self.demand = demand or Demand(1 << 30)
-        self.prestart = prestart_settings(opts, problem_paths)
+        self.prestart = {**prestart_settings(opts, problem_paths), "gpu_gate": gate is not None}
         self.max_starting = max(1, max_starting or default_max_starting())
         self.warm_timeout_s = warm_timeout_s
         self._idle: list[WorkerProc] = []
@@ -125,7 +129,7 @@ class WorkerPool:
             with self._lock:
                 self._warming.append(w)
                 closed = self._closed
-            warm = not closed and wait_ready(w, self.warm_timeout_s)  # the pipe ends if close() kills it
+            warm = not closed and wait_ready(w, self.warm_timeout_s, self.gate)  # the pipe ends if close() kills it
         except OSError:
             pass
         with self._lock:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.execute.protocol import WARM_LINE_MAX, parse_warm_line
+from harness.execute.protocol import GPU_GO, GPU_WANT_LINE, WARM_LINE_MAX, parse_warm_line
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 OUTPUT_CAP_BYTES = 64 * 1024
@@ -226,31 +226,51 @@ class WorkerProc:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
-def wait_ready(w: "WorkerProc", timeout_s: float) -> bool:
+def wait_ready(w: "WorkerProc", timeout_s: float, gate: Any = None) -> bool:
     """Read a pre-started worker's warm line (:func:`harness.execute.protocol.warm_line`; byte by byte, so
     nothing after it is consumed) into ``w.warm_s``; False when it exited, wrote anything else or took longer
-    than ``timeout_s``."""
+    than ``timeout_s``.
+
+    With ``gate`` (a :class:`harness.execute.gate.DeviceGate`; the worker was told ``gpu_gate``), the worker
+    first writes :data:`~harness.execute.protocol.GPU_WANT_LINE`: it is let go with a background place in the
+    gate held until its warm line (or its end), so its CUDA context and profiler are never made while a workload is
+    timed. Bug it stops: workers starting beside a timed workload slowed honest kernels' libraries 3-11x in
+    session 9's service load test, and the suite's disturbed timing sets came in runs of about a second (a
+    worker's warm-up on the H200 makes its context in 0.3-0.6 s)."""
     import select
     import time
 
     t0 = time.monotonic()
     deadline = t0 + timeout_s
     got = b""
-    while not got.endswith(b"\n") and len(got) < WARM_LINE_MAX:
-        left = deadline - time.monotonic()
-        fd = w.c2p_r
-        if left <= 0 or fd < 0:
-            return False
-        try:
-            ready, _, _ = select.select([fd], [], [], min(left, 0.5))
-            chunk = os.read(fd, 1) if ready else None
-        except (OSError, ValueError):
-            return False
-        if chunk is None:
-            continue
-        if not chunk:
-            return False
-        got += chunk
+    held = False
+    try:
+        while not got.endswith(b"\n") and len(got) < WARM_LINE_MAX:
+            left = deadline - time.monotonic()
+            fd = w.c2p_r
+            if left <= 0 or fd < 0:
+                return False
+            try:
+                ready, _, _ = select.select([fd], [], [], min(left, 0.5))
+                chunk = os.read(fd, 1) if ready else None
+            except (OSError, ValueError):
+                return False
+            if chunk is None:
+                continue
+            if not chunk:
+                return False
+            got += chunk
+            if got == GPU_WANT_LINE and gate is not None and not held:
+                gate.acquire_background()
+                held = True
+                try:
+                    os.write(w.p2c_w, GPU_GO)
+                except OSError:
+                    return False
+                got = b""
+    finally:
+        if held:
+            gate.release_background()
     laps = parse_warm_line(got)
     if laps is None:
         return False

@@ -15,6 +15,8 @@ network packet: a message that does not decode is a protocol violation
 
 Conversation with a worker (one candidate, its workloads in order)::
 
+    worker -> parent   GPU_WANT_LINE         pre-started workers told gpu_gate, unsigned: before its CUDA context
+    parent -> worker   GPU_GO                one byte, sent while the pool holds a background place in the device gate
     worker -> parent   warm line             pre-started workers only, unsigned, before the Spec: warm
     parent -> worker   Spec                  first line, unsigned: carries the channel key
     worker -> parent   Ready                 sandbox, audit hooks and profiler in place
@@ -31,7 +33,7 @@ Conversation with a worker (one candidate, its workloads in order)::
         parent -> worker Release                           drop kept outputs (no reply)
         parent -> worker Kernels       -> KernelReport    the profiler's kernel table since the last one
       parent -> worker EndWorkload     -> WorkloadDone
-    parent -> worker   Finish          -> Done
+    parent -> worker   Finish          -> Done            sent with a background place held until the worker is reaped
 
 The worker cannot tell a checked call from a timed one: every Call runs the
 same code (fresh inputs, cache flush, held launch queue, events; the allocator
@@ -59,6 +61,11 @@ WARM_PREFIX = b"kernelgate-worker-warm "
 CUDA context made) and before any candidate exists; the pool hands out only workers that wrote it. The rest of
 the line is a JSON object: seconds per warm-up step (diagnostics, ``warm_*`` in a record's ``phase_s``)."""
 WARM_LINE_MAX = 1024
+GPU_WANT_LINE = b"kernelgate-worker-wants-gpu\n"
+"""A pre-started worker told ``gpu_gate`` writes this raw line before it creates its CUDA context and profiler,
+then waits for :data:`GPU_GO` on its input: the pool lets it go while it holds a background place in the device gate,
+so no context is created while a workload is timed (:mod:`harness.execute.pool`)."""
+GPU_GO = b"g"
 
 
 def warm_line(laps: dict[str, float]) -> bytes:

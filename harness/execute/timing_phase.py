@@ -47,6 +47,9 @@ RESAMPLE_MAX_S = 1.0
 """...unless the sets so far took longer than this (slow kernels: their sets are long, and quiet for it)."""
 MAX_SETS = 3
 """Sample sets at most per timing phase (:meth:`TimingPhase.sample_settled`)."""
+RESAMPLE_PAUSE_S = 0.5
+"""Before the last set, when every set so far was unsettled, the GPU is held idle this long: a disturbance that
+outlasted two sets (GPU work outside the gate: a neighbour building its model or making its inputs) passes."""
 SET_ID_BASES = (1000, 50_000, 75_000)
 """The call ids of each set start here (never meeting another set's, nor the batches' from 100,000)."""
 BATCH_MAX_CALLS = 256
@@ -93,12 +96,26 @@ def _best(sets: list[tuple]) -> tuple:
 _ORDINALS = ("first", "second", "third")
 
 
-def _settle_note(sets: list[tuple], kept: int) -> str:
-    def said(s: tuple) -> str:
+def host_running() -> int | None:
+    """Threads running or runnable on the host now (``/proc/loadavg``; None where there is none): a note on an
+    unsettled set, telling a loaded host (host-bound launches) from GPU work outside the gate."""
+    try:
+        with open("/proc/loadavg") as f:
+            return int(f.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _settle_note(sets: list[tuple], kept: int, running: list[int | None] | None = None,
+                 paused_s: float = 0.0) -> str:
+    def said(i: int, s: tuple) -> str:
         how = f"{'was disturbed' if disturbed(s[0]) or disturbed(s[1]) else 'spread'} (relative IQR {_noise(s):.0%})"
-        return how + (", its work outlived the timed stream" if s[5] else "")
+        load = running[i] if running and i < len(running) else None
+        return (how + (", its work outlived the timed stream" if s[5] else "")
+                + (f", {load} threads runnable on the host" if load is not None else ""))
     times = {2: "twice", 3: "three times"}.get(len(sets), f"{len(sets)} times")
-    return (f"sampled {times}: " + "; ".join(f"the {_ORDINALS[i]} set {said(s)}" for i, s in enumerate(sets))
+    return (f"sampled {times}: " + "; ".join(f"the {_ORDINALS[i]} set {said(i, s)}" for i, s in enumerate(sets))
+            + (f" (the GPU held idle {paused_s:.1f} s before the last)" if paused_s else "")
             + f"; the {_ORDINALS[kept]} is scored")
 
 
@@ -141,20 +158,26 @@ class TimingPhase:
         """
         t0 = time.monotonic()
         sets: list[tuple] = []
+        running: list[int | None] = []
+        paused = 0.0
         while True:
             got = self.sample(w, ctx, checker, cfg, lib_excess, id_base=SET_ID_BASES[len(sets)])
             if isinstance(got, judge.Failure):
                 return got, ""
             sets.append(got)
-            if not self.s.cuda or len(sets) == MAX_SETS or time.monotonic() - t0 > RESAMPLE_MAX_S:
+            running.append(host_running() if _unsettled(got) else None)
+            if not self.s.cuda or len(sets) == MAX_SETS or time.monotonic() - t0 - paused > RESAMPLE_MAX_S:
                 break
             if not _unsettled(_best(sets)):
                 break
+            if len(sets) == MAX_SETS - 1:  # every set so far unsettled: let the disturbance pass
+                time.sleep(RESAMPLE_PAUSE_S)
+                paused += RESAMPLE_PAUSE_S
         keep = _best(sets)
         if len(sets) == 1:
             return keep, ""
         merged = (*keep[:3], sum(s[3] for s in sets), sum(s[4] for s in sets), keep[5])
-        return merged, _settle_note(sets, sets.index(keep))
+        return merged, _settle_note(sets, sets.index(keep), running, paused)
 
     def sample(self, w: Any, ctx: P.Context, checker: Any, cfg: TimingConfig, lib_excess: float,
                id_base: int = 1000):

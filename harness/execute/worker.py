@@ -52,24 +52,6 @@ def _is_oom(exc: BaseException) -> bool:
     return "OutOfMemoryError" in text or "out of memory" in text.lower()
 
 
-def _set_rlimits(settings: dict) -> None:
-    """Limits that are safe with CUDA (no address-space cap: the driver maps huge ranges)."""
-    import resource
-
-    limits = {
-        resource.RLIMIT_CORE: 0,
-        resource.RLIMIT_FSIZE: int(settings.get("max_file_bytes", 8 << 30)),
-        resource.RLIMIT_NOFILE: int(settings.get("max_open_files", 4096)),
-    }
-    for res, value in limits.items():
-        soft, hard = resource.getrlimit(res)
-        new_hard = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        try:
-            resource.setrlimit(res, (min(value, new_hard), new_hard))
-        except (ValueError, OSError):
-            pass
-
-
 def _import_candidate(path: str) -> Any:
     spec = importlib.util.spec_from_file_location("candidate", path)
     module = importlib.util.module_from_spec(spec)
@@ -402,59 +384,6 @@ class Worker:
         self.calls_in_window = 0
 
 
-def _lock_down(settings: dict, problem_paths: list[str]) -> str:
-    """Resource limits and the Landlock sandbox, before torch (or anything that starts threads) is imported."""
-    _set_rlimits(settings)
-    if not settings.get("sandbox", True):
-        return "none: disabled (--no-sandbox)"
-    from harness.execute.sandbox import apply, default_policy
-
-    root = Path(__file__).resolve().parents[2]
-    problems = [Path(p) for p in problem_paths]
-    return apply(default_policy(Path.cwd(), root, problems[0], more_problems=tuple(problems[1:])))
-
-
-def _warm_up(settings: dict) -> dict:
-    """What every candidate needs and no candidate decides: torch, the launch counter, the CUDA context, the
-    kernel profiler, every harness module the loop uses; ``laps``: seconds per step (sent on the warm line)."""
-    laps: dict[str, float] = {}
-    marks = [time.perf_counter()]
-
-    def lap(name: str) -> None:
-        marks.append(time.perf_counter())
-        laps[name] = round(marks[-1] - marks[-2], 3)
-    import torch
-
-    torch.set_num_threads(max(1, int(settings.get("cpu_threads", 1))))
-    from harness.execute import audit, candidate_thread, guards, handoff, inputs, tamper  # noqa: F401
-    from harness.execute.profiling import KernelProfiler
-    from harness.measure import timing  # noqa: F401
-    from harness.problems import loader  # noqa: F401
-
-    lap("import_s")
-    guards.install_triton_counter()
-    device = str(settings.get("device", "cpu"))
-    if not device.startswith("cuda"):  # only the CPU path records aten ops (5.9 s of an H200 warm-up, unused there)
-        with torch.no_grad(), guards.AtenRecorder():  # the first dispatch-mode use builds ~1.5 s of Python machinery
-            torch.ones(2) + 1
-        lap("recorder_s")
-    if device.startswith("cuda"):
-        torch.cuda.set_device(0)  # CUDA_VISIBLE_DEVICES pins the worker to its GPU
-        torch.empty(1, device="cuda")  # create the context now (an allocation, no kernel), not on the candidate's clock
-        lap("cuda_s")
-        try:  # Triton's driver helpers are a C module compiled into this worker's fresh cache: build it now
-            from triton.runtime import driver
-            driver.active.utils  # noqa: B018 - the attribute access is the work
-        except Exception:  # noqa: BLE001 - no Triton, or a broken one: the candidate's import will say so
-            pass
-        lap("triton_driver_s")
-        if settings.get("tilelang"):  # importing TileLang costs seconds (a fresh worker's: never pre-started)
-            guards.install_tilelang_hooks(execute=True)
-    profiler = KernelProfiler(device)
-    lap("profiler_s")
-    return {"profiler": profiler, "laps": laps}
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.execute.worker", description=__doc__.splitlines()[0])
     parser.add_argument("--in-fd", type=int, required=True)
@@ -463,6 +392,7 @@ def main(argv: list[str] | None = None) -> int:
                         "settings (device, sandbox, max_file_bytes, problem_paths, cpu_threads), then wait for the spec")
     args = parser.parse_args(argv)
 
+    from harness.execute import warmup
     from harness.execute.channel import Endpoint
     from harness.execute.lifeline import watch_parent
 
@@ -470,8 +400,8 @@ def main(argv: list[str] | None = None) -> int:
     pre = json.loads(args.prestart) if args.prestart else None
     sandbox, warm = "", None
     if pre is not None:
-        sandbox = _lock_down(pre, pre["problem_paths"])
-        warm = _warm_up(pre)
+        sandbox = warmup.lock_down(pre, pre["problem_paths"])
+        warm = warmup.warm_up(pre, (args.in_fd, args.out_fd) if pre.get("gpu_gate") else None)
         os.write(args.out_fd, P.warm_line(warm["laps"]))  # the pool hands out only warm workers
     reader = os.fdopen(args.in_fd, "rb", buffering=0)
     line = b""
@@ -485,8 +415,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = {"device": spec.device, "sandbox": spec.sandbox, "max_file_bytes": spec.max_file_bytes,
                 "cpu_threads": spec.cpu_threads, "tilelang": spec.dsl == "tilelang"}
     if pre is None:
-        sandbox = _lock_down(settings, [spec.problem_path])
-        warm = _warm_up(settings)
+        sandbox = warmup.lock_down(settings, [spec.problem_path])
+        warm = warmup.warm_up(settings)
     elif spec.problem_path not in pre["problem_paths"] or bool(spec.sandbox) != bool(pre.get("sandbox", True)):
         chan.send(P.encode(P.Fatal(status="HARNESS_ERROR", error=P.Error(
             "PrestartMismatch", "pre-started worker was set up for other problems or sandbox settings than its "

@@ -36,7 +36,7 @@ def _threads(pid: int) -> list[int]:
     return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
 
 
-def test_confine_and_widen_reach_every_thread_of_a_live_process():
+def test_confine_and_pin_reach_every_thread_of_a_live_process():
     """Bug it stops: ``os.sched_setaffinity(pid)`` sets one thread; a worker's threads started before it was
     confined would keep running on the reserved cores."""
     usable = sorted(os.sched_getaffinity(0))
@@ -53,8 +53,8 @@ def test_confine_and_widen_reach_every_thread_of_a_live_process():
         assert len(tids) == 4
         assert plan.confine(proc.pid) == 4
         assert all(os.sched_getaffinity(t) == plan.others for t in tids)
-        assert plan.widen(proc.pid) == 4
-        assert all(os.sched_getaffinity(t) == plan.others | plan.reserved for t in tids)
+        assert plan.pin(proc.pid) == 4
+        assert all(os.sched_getaffinity(t) == plan.reserved for t in tids)
     finally:
         proc.kill()
         proc.wait()

@@ -81,3 +81,37 @@ def test_misuse_is_an_error():
         gate.release_exclusive()
     with pytest.raises(ValueError):
         DeviceGate(0)
+
+
+def test_background_places_are_unbounded_but_keep_timing_out():
+    """Context start-ups and tear-downs: many at once beside the correctness slots (dozens of workers warm up in
+    a run; they must not take the 3 slots), never while a timing holds or waits for the GPU."""
+    gate = DeviceGate(1)
+    gate.acquire_shared()  # the one correctness slot is taken...
+    for _ in range(5):
+        gate.acquire_background()  # ...and five contexts start beside it
+    assert gate.background == 5 and gate.state() == (1, False)
+    gate.release_shared()
+    timed = threading.Event()
+
+    def timer():
+        gate.acquire_exclusive()
+        timed.set()
+
+    t = threading.Thread(target=timer)
+    t.start()
+    time.sleep(0.05)
+    assert not timed.is_set()  # a context still starting: the timing waits
+    late = threading.Event()
+    threading.Thread(target=lambda: (gate.acquire_background(), late.set()), daemon=True).start()
+    time.sleep(0.05)
+    assert not late.is_set()  # and no new start-up begins while it waits (writer preference)
+    for _ in range(5):
+        gate.release_background()
+    t.join(timeout=5)
+    assert timed.is_set() and not late.is_set()
+    gate.release_exclusive()
+    assert late.wait(5) and gate.background == 1
+    gate.release_background()
+    with pytest.raises(RuntimeError, match="without acquire_background"):
+        gate.release_background()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import types
 
+import pytest
+
 from harness.execute import timing_phase
 from harness.execute.timing_phase import (MAX_SETS, RESAMPLE_IQR, RESAMPLE_IQR_MS, SET_ID_BASES, TimingPhase,
                                            disturbed, relative_iqr)
@@ -13,6 +15,14 @@ from harness.score import judge
 
 QUIET = [0.100 + 0.0001 * (i % 3) for i in range(40)]
 NOISY = [0.100 + 0.03 * (i % 4) for i in range(40)]
+
+
+@pytest.fixture(autouse=True)
+def slept(monkeypatch):
+    """The pauses sample_settled takes (recorded, not slept)."""
+    got: list[float] = []
+    monkeypatch.setattr(timing_phase.time, "sleep", got.append)
+    return got
 
 
 def _phase(sets, cuda=True):
@@ -128,3 +138,28 @@ def test_no_second_set_on_the_cpu_path_or_after_a_failure():
     phase, calls = _phase([_set(NOISY, NOISY), failure])
     result, note = phase.sample_settled(None, None, None, None, 1.0)
     assert result is failure and note == "" and calls == [1000, 50_000]
+
+
+def test_the_gpu_is_held_idle_before_the_last_set_only_when_every_set_so_far_was_unsettled(slept):
+    """A disturbance that outlasted two sets (GPU work outside the gate, about a second in session 10's suite
+    runs) is given RESAMPLE_PAUSE_S to pass before the last set; a settled second set ends the phase unpaused."""
+    phase, calls = _phase([_set(NOISY, NOISY), _set(QUIET, NOISY), _set(QUIET, QUIET)])
+    result, note = phase.sample_settled(None, None, None, None, 1.0)
+    assert calls == list(SET_ID_BASES) and slept == [timing_phase.RESAMPLE_PAUSE_S] and result[0] is QUIET
+    assert f"held idle {timing_phase.RESAMPLE_PAUSE_S:.1f} s before the last" in note and "the third is scored" in note
+    slept.clear()
+    phase, calls = _phase([_set(NOISY, NOISY), _set(QUIET, QUIET)])
+    result, note = phase.sample_settled(None, None, None, None, 1.0)
+    assert calls == [1000, 50_000] and slept == [] and "held idle" not in note
+
+
+def test_an_unsettled_set_notes_the_hosts_load(monkeypatch):
+    """The note tells a loaded host (host-bound launches) from GPU work outside the gate: each unsettled set says
+    how many threads were runnable on the host when it ended."""
+    monkeypatch.setattr(timing_phase, "host_running", lambda: 17)
+    phase, _ = _phase([_set(NOISY, NOISY), _set(QUIET, QUIET)])
+    note = phase.sample_settled(None, None, None, None, 1.0)[1]
+    assert note.count("17 threads runnable on the host") == 1 and "the second set spread" in note
+    monkeypatch.undo()  # the real one reads /proc/loadavg (None where there is none)
+    got = timing_phase.host_running()
+    assert got is None or (isinstance(got, int) and got >= 1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -187,3 +188,41 @@ def test_close_ends_workers_still_warming_up(tmp_path):
         assert time.monotonic() - t0 < 10, "a worker kept warming up after close(), or its scratch stayed"
         time.sleep(0.05)
     assert not pool._idle
+
+
+def test_a_worker_makes_its_gpu_context_only_with_a_background_place_in_the_gate(tmp_path):
+    """Bug it stops: workers starting beside a timed workload (their CUDA context and profiler made outside the
+    gate) slowed honest kernels' libraries 3-11x in session 9's service load test. Given the device's gate, a
+    pre-started worker stops before that step and waits: while a timing holds the gate exclusively it never
+    becomes warm; once the gate is free it does, and its slot is given back. (On the CPU the step is empty; the
+    handshake is the same.)"""
+    from harness.execute.gate import DeviceGate
+
+    asked = threading.Event()
+
+    class Watched(DeviceGate):
+        def acquire_background(self) -> None:
+            asked.set()
+            super().acquire_background()
+
+    gate = Watched(1)
+    gate.acquire_exclusive()  # a workload is being timed
+    opts = RunOptions(device="cpu", sandbox=False)
+    pool = WorkerPool(opts, None, tmp_path, "g", [load_registry().get("gelu").path], size=1, gate=gate)
+    try:
+        assert asked.wait(120), "the worker never asked for the GPU"
+        time.sleep(1.0)
+        assert pool._idle == [] and gate.state() == (0, True)  # waiting: not warm while the timing holds the GPU
+        gate.release_exclusive()
+        _wait_idle(pool, 1, timeout_s=60)
+        assert gate.state() == (0, False) and gate.background == 0  # the place was held for the GPU step only
+        assert pool._idle[0].warm_s["gpu_wait_s"] >= 0.9
+    finally:
+        pool.close()
+
+
+def test_a_pool_without_a_gate_tells_its_workers_not_to_wait(tmp_path):
+    pool = WorkerPool(RunOptions(device="cpu", sandbox=False), None, tmp_path, "n", [load_registry().get("gelu").path],
+                      size=0)
+    assert pool.prestart["gpu_gate"] is False
+    pool.close()
