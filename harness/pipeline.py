@@ -66,6 +66,9 @@ class EvalRequest:
     """Secret workloads per problem drawn from its ``secret`` ranges with the run's secret base seed."""
     recursive: bool = False
     """Also take candidate files in subfolders of a submission folder."""
+    on_drained: Callable[[], None] | None = None
+    """Called (at most once) when every candidate of the run has started: its tail begins, and a service lane
+    starts its next batch beside it. A run with nothing to execute may never call it."""
 
 
 @dataclass
@@ -303,7 +306,7 @@ def run_evaluation(req: EvalRequest) -> RunOutcome:
     broken = True
     with _sigterm_interrupts():
         try:
-            report = executor.run(tasks, done_task, stop=stop)
+            report = executor.run(tasks, done_task, stop=stop, on_drained=req.on_drained)
             broken = bool(report.retired)
         except KeyboardInterrupt:
             _interrupted(stop, opts.scratch_root, run_id)

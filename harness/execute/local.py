@@ -84,7 +84,8 @@ class LocalExecutor:
                 opts=opts, env=denv, run_id=run_id, gpu=g,
                 checkers=CheckerPool(opts.device, g, self.checker_dirs[-1], size=slots, threads=opts.cpu_threads,
                                      cpus=plan),
-                gate=gate, memory=memory, pool=pool, screen_for=screen_for, cpus=plan)
+                gate=gate, memory=memory, pool=pool, screen_for=screen_for, cpus=plan,
+                slots=threading.BoundedSemaphore(self.per_device))
 
     def rebind(self, opts: RunOptions, env: EnvSnapshot, run_id: str, *, problem_paths: list[Path],
                expected_tasks: int, screen_for: Callable[[Any], Callable | None] | None) -> bool:
@@ -104,9 +105,15 @@ class LocalExecutor:
                 dev.pool.refill()
         return True
 
-    def _run_one(self, task: Task, g: int | None) -> list[JobResult]:
+    def _run_one(self, task: Task, dev: DeviceContext) -> list[JobResult]:
+        if dev.slots is None:
+            return self._run_session(task, dev)
+        with dev.slots:  # a run beside this one (a kept executor's next batch) shares the device's job slots
+            return self._run_session(task, dev)
+
+    def _run_session(self, task: Task, dev: DeviceContext) -> list[JobResult]:
         try:
-            return Session(task, self.devices[g]).run()
+            return Session(task, dev).run()
         except RetryAlone as exc:
             reason = exc.reason
         except DeviceUnhealthy:
@@ -114,17 +121,17 @@ class LocalExecutor:
         except Exception as exc:  # noqa: BLE001 - the harness's own failure: never the candidate's, never lost
             reason = f"the harness failed ({type(exc).__name__}: {exc})"
             if task.alone:
-                return self._harness_error(task, g, exc)
+                return self._harness_error(task, dev, exc)
         again = dataclasses.replace(task, alone=True, attempt=task.attempt + 1, reason=reason)
         self.demand.add(1)
         try:
-            return Session(again, self.devices[g]).run()
+            return Session(again, dev).run()
         except DeviceUnhealthy:
             raise
         except Exception as exc:  # noqa: BLE001
-            return self._harness_error(again, g, exc)
+            return self._harness_error(again, dev, exc)
 
-    def _harness_error(self, task: Task, g: int | None, exc: Exception) -> list[JobResult]:
+    def _harness_error(self, task: Task, dev: DeviceContext, exc: Exception) -> list[JobResult]:
         """HARNESS_ERROR records for every workload of a task whose session raised (a slot thread must never die
         with its task: the task would be lost and the device's locks held)."""
         import traceback
@@ -132,16 +139,24 @@ class LocalExecutor:
         error = ErrorInfo(type(exc).__name__, f"the harness failed while evaluating this candidate (not the "
                                                f"candidate's fault; run it again with --rerun): {exc}",
                           traceback.format_exc()[-3000:])
-        return [static_record(task.candidate, task.problem, w, Status.HARNESS_ERROR, error, self.devices[g].env, self.run_id,
-                              task.diagnostics, mode=task.mode, baseline=self.o.baseline, base_seed=self.o.base_seed)
+        return [static_record(task.candidate, task.problem, w, Status.HARNESS_ERROR, error, dev.env, dev.run_id,
+                              task.diagnostics, mode=task.mode, baseline=dev.opts.baseline, base_seed=dev.opts.base_seed)
                 for w in task.workloads]
 
-    def run(self, tasks: list[Task], emit: Callable[[Task, list[JobResult]], None], stop: Any = None) -> ScheduleReport:
-        """Run ``tasks``; ``emit(task, records)`` is called once per task, in completion order."""
+    def run(self, tasks: list[Task], emit: Callable[[Task, list[JobResult]], None], stop: Any = None,
+            on_drained: Callable[[], None] | None = None) -> ScheduleReport:
+        """Run ``tasks``; ``emit(task, records)`` is called once per task, in completion order; ``on_drained()``
+        once every task has started (:func:`harness.execute.scheduler.run_pull`).
+
+        The devices' contexts (options, run id, seed, environment) are this run's, taken now: a run of a kept
+        executor started beside this one (:meth:`rebind`) changes the executor's, never this run's."""
+        devices = dict(self.devices)
+
         def recheck(g: int | None) -> bool:
             return g is None or gpu_probe(g).healthy
 
-        return run_pull(tasks, self.gpus, self.per_device, self._run_one, emit, recheck=recheck, stop=stop)
+        return run_pull(tasks, self.gpus, self.per_device, lambda task, g: self._run_one(task, devices[g]), emit,
+                        recheck=recheck, stop=stop, on_drained=on_drained)
 
     def close(self) -> None:
         for dev in self.devices.values():
@@ -162,6 +177,11 @@ def _kept_key(opts: RunOptions) -> tuple:
             opts.cpu_threads, opts.prestart, str(opts.scratch_root), opts.memory_margin, opts.keep_scratch)
 
 
+MAX_SHARED_RUNS = 2
+"""Runs of one kept executor at once: a run and the next one, started once the first's tasks have all begun
+(its tail; :func:`harness.execute.scheduler.run_pull`'s ``on_drained``)."""
+
+
 class KeptExecutor:
     """One :class:`LocalExecutor` kept between runs by a long-lived caller (a service lane), so that its checkers
     and pre-started workers outlive a batch.
@@ -169,31 +189,46 @@ class KeptExecutor:
     Why: each run starting its own cost the service's H200 load test (session 9) 15-22 s between batches of 64,
     a quarter of its time. Its pools keep their pre-started workers ready between runs (``Demand.standing``):
     with the kept executor but pools that emptied as each run's demand ran out, session 10's load test still
-    had 10-13 s between batches: the first twelve records of each batch had waited a median 8.2 s for a worker. :meth:`acquire` rebinds the kept executor to the next run when it can
-    (:meth:`LocalExecutor.rebind`); otherwise it is closed and replaced by one sandboxed for the old and the new
-    problems. A run that finds the kept one busy gets a fresh executor of its own (closed by the caller).
-    :meth:`release` after every run; ``broken`` (an interrupted run, a retired device) closes it instead.
+    had 10-13 s between batches: the first twelve records of each batch had waited a median 8.2 s for a worker.
+    :meth:`acquire` rebinds the kept executor to the next run when it can (:meth:`LocalExecutor.rebind`);
+    otherwise it is closed and replaced by one sandboxed for the old and the new problems.
+
+    Two runs may share it at once (:data:`MAX_SHARED_RUNS`), so a lane can start its next batch while the
+    last tasks of the current one finish: they share the device's gate (timing stays exclusive across both),
+    memory admission and job slots (together never more sessions than ``--jobs``). A later run must acquire
+    only after the earlier one's :meth:`LocalExecutor.run` has begun (each run takes its devices' contexts
+    when it starts; the lane starts the next once the first's tasks have all begun). A run that cannot share
+    it (other device options or problems its workers were not sandboxed for, a third run, a broken one still
+    in use) waits until no run uses it: a second executor would bring a second gate to the same GPU, and the
+    two runs would time each other's kernels. :meth:`release` after every run; ``broken`` (an interrupted
+    run, a retired device) closes it once no run uses it.
     """
 
     def __init__(self) -> None:
         self._ex: LocalExecutor | None = None
-        self._busy = False
-        self._lock = threading.Lock()
+        self._users = 0
+        self._broken = False
+        self._lock = threading.Condition()
+
+    @property
+    def _busy(self) -> bool:
+        return self._users > 0
 
     def acquire(self, opts: RunOptions, env: EnvSnapshot, run_id: str, *, problem_paths: list[Path],
                 expected_tasks: int, screen_for: Callable[[Any], Callable | None] | None) -> tuple[LocalExecutor, bool]:
         """(executor, kept): ``kept`` False means the caller owns the executor and closes it."""
         args = dict(expected_tasks=expected_tasks, screen_for=screen_for)
         with self._lock:
-            busy = self._busy
-            old = None if busy else self._ex
-            if old is not None and old.rebind(opts, env, run_id, problem_paths=problem_paths, **args):
-                self._busy = True
-                return old, True
-            if not busy:
-                self._ex, self._busy = None, True
-        if busy:
-            return LocalExecutor(opts, env, run_id, problem_paths=problem_paths, **args), False
+            while True:
+                old = self._ex
+                if (old is not None and not self._broken and self._users < MAX_SHARED_RUNS
+                        and old.rebind(opts, env, run_id, problem_paths=problem_paths, **args)):
+                    self._users += 1
+                    return old, True
+                if not self._users:
+                    self._ex, self._users, self._broken = None, 1, False
+                    break
+                self._lock.wait()  # in use and not shareable: after the runs using it (one gate per GPU)
         paths = sorted({Path(p).resolve() for p in problem_paths} | (set(old.problem_paths) if old else set()))
         try:
             if old is not None:
@@ -201,7 +236,8 @@ class KeptExecutor:
             ex = LocalExecutor(opts, env, run_id, problem_paths=paths, standing=True, **args)
         except BaseException:
             with self._lock:
-                self._busy = False
+                self._users = 0
+                self._lock.notify_all()
             raise
         with self._lock:
             self._ex = ex
@@ -211,10 +247,13 @@ class KeptExecutor:
         with self._lock:
             if ex is not self._ex:
                 return
-            self._busy = False
-            if broken:
-                self._ex = None
-        if broken:
+            self._users = max(0, self._users - 1)
+            self._broken = self._broken or broken
+            close = self._broken and not self._users
+            if close:
+                self._ex, self._broken = None, False
+            self._lock.notify_all()
+        if close:
             ex.close()
 
     def close(self) -> None:

@@ -235,8 +235,10 @@ class RayExecutor:
         self.progress, self.max_retries = progress, max_retries
         self._started_here = False
 
-    def run(self, tasks: Sequence[Task], emit: Callable[[Task, list[JobResult]], None], stop: Any = None) -> ScheduleReport:
-        """Run ``tasks`` on the cluster; ``emit(task, records)`` once per task, in completion order.
+    def run(self, tasks: Sequence[Task], emit: Callable[[Task, list[JobResult]], None], stop: Any = None,
+            on_drained: Callable[[], None] | None = None) -> ScheduleReport:
+        """Run ``tasks`` on the cluster; ``emit(task, records)`` once per task, in completion order;
+        ``on_drained()`` once every task has been submitted to Ray (Ray schedules them as GPUs free up).
 
         ``address`` is passed to ``ray.init``: None connects to ``RAY_ADDRESS`` or
         the cluster started on this machine with ``ray start``, else starts a
@@ -299,6 +301,8 @@ class RayExecutor:
                         bar.update(1)
                     continue
                 pending[remote.remote(spec)] = task
+            if on_drained is not None:
+                on_drained()
             while pending:
                 if stop is not None and stop.is_set():
                     break

@@ -44,11 +44,14 @@ class ScheduleReport:
 
 def run_pull(tasks: Iterable[Any], devices: list[Hashable], slots_per_device: int,
              run_task: Callable[[Any, Hashable], list], on_done: Callable[[Any, list], None],
-             recheck: Callable[[Hashable], bool] | None = None, stop: threading.Event | None = None) -> ScheduleReport:
+             recheck: Callable[[Hashable], bool] | None = None, stop: threading.Event | None = None,
+             on_drained: Callable[[], None] | None = None) -> ScheduleReport:
     """Run every task on some device; ``on_done(task, records)`` is called under a lock, in completion order.
 
     ``recheck(device)`` (optional) re-probes a device that failed its probe when it is the last one in
     service; True keeps it. ``stop`` (optional) ends the pulling early (an interrupted run).
+    ``on_drained()`` (optional) is called once, when every task has been started (the run's tail begins:
+    a caller with more work may start it beside this run).
     """
     q: "queue.Queue[Any]" = queue.Queue()
     for t in tasks:
@@ -56,13 +59,24 @@ def run_pull(tasks: Iterable[Any], devices: list[Hashable], slots_per_device: in
     report = ScheduleReport(per_device={d: 0 for d in devices})
     lock = threading.Lock()
     retired: set = set()
+    drained = threading.Event()
+
+    def tell_drained() -> None:
+        with lock:
+            first = not drained.is_set()
+            drained.set()
+        if first and on_drained is not None:
+            on_drained()
 
     def loop(device: Hashable) -> None:
         while device not in retired and not (stop is not None and stop.is_set()):
             try:
                 task = q.get_nowait()
             except queue.Empty:
+                tell_drained()
                 return
+            if q.empty():
+                tell_drained()
             try:
                 records = run_task(task, device)
             except DeviceUnhealthy as exc:
@@ -88,6 +102,7 @@ def run_pull(tasks: Iterable[Any], devices: list[Hashable], slots_per_device: in
         t.start()
     for t in threads:
         t.join()
+    tell_drained()  # no task at all, or every device retired before the queue emptied
     while True:
         try:
             report.not_run.append(q.get_nowait())

@@ -61,6 +61,10 @@ class DeviceContext:
     """Problem -> its screening callback (None: no ceilings, so no screening)."""
     cpus: Any = None
     """:class:`harness.execute.cpus.CpuPlan`: the cores kept for this device's timed pair, or None."""
+    slots: Any = None
+    """``threading.BoundedSemaphore`` of the device's job slots, shared by the runs of one executor (two runs of a
+    kept executor may overlap: together they never run more sessions on the device than ``--jobs`` gives it), or
+    None (no limit besides the run's own threads)."""
     library_kernels: dict[str, frozenset] = field(default_factory=dict)
     """Checker context key -> names of the library op's kernels (profiled once per executor: a run, or the runs of
     a kept executor)."""

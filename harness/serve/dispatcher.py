@@ -8,10 +8,16 @@ One lane per GPU (``gpu0``, ``gpu1``, ...), or one ``cpu`` lane, or
                          last workload arrives is done, and waiting clients are woken
     anything the run did not record (the engine raised): HARNESS_ERROR records
 
-Why one engine run per GPU at a time: the engine's timing needs its GPU to
-itself, and its device gate lives inside one run, so two runs on one GPU
-would time each other's kernels. (Ray lanes may overlap: Ray gives each
-candidate a GPU of its own.) B is ``min(batch_max, ceil(queued / lanes))``,
+A lane starts its next batch once every task of the running one has begun
+(the engine's ``on_drained``): the two runs overlap in the first's tail, so
+the GPU is not left idle while the last candidates of one batch finish and
+the first of the next compile. At most two runs per lane at once, and they
+share the lane's kept executor (:class:`harness.execute.local.KeptExecutor`):
+one device gate (timing stays exclusive across both runs), one memory
+admission, one set of job slots. Two executors on one GPU would time each
+other's kernels, so a run that cannot share it waits for it. (Ray lanes
+overlap the same way: Ray gives each candidate a GPU of its own.)
+B is ``min(batch_max, ceil(queued / lanes))``,
 so a burst of submissions spreads over the lanes; after an idle spell a lane
 lingers ``linger_s`` before claiming, so candidates that arrive together
 (many clients of one RL step) share a run and its start-up.
@@ -37,6 +43,8 @@ from harness.serve.presets import get_preset
 from harness.serve.store import Store, Task
 
 RETIRE_AFTER_FAILURES = 3
+RUNS_PER_LANE = 2
+"""Engine runs of one lane at once: the running batch's tail and the next batch."""
 BATCH_MAX = 128
 """Most tasks in one engine run of one lane (``kernelgate serve --batch-max``). Each run fills and drains its
 pipeline (its first records wait for a build, the correctness rounds and the GPU gate; its last ones leave jobs
@@ -135,13 +143,26 @@ class Dispatcher:
 
     def _loop(self, name: str) -> None:
         lane = self.lanes[name]
+        runs: list[tuple[threading.Thread, threading.Event]] = []
+        try:
+            self._claim_loop(lane, runs)
+        finally:
+            for t, _ in runs:  # stopping or retiring: the runs already started finish (stop() bounds the wait)
+                t.join()
+            with self._cv:
+                lane.state = "retired" if lane.failures_in_a_row >= RETIRE_AFTER_FAILURES else "stopped"
+
+    def _claim_loop(self, lane: LaneState, runs: list[tuple[threading.Thread, threading.Event]]) -> None:
         idle = True
         while True:
+            runs[:] = [(t, d) for t, d in runs if t.is_alive()]
             with self._cv:
-                if self._stopping:
-                    lane.state = "stopped"
+                if self._stopping or lane.failures_in_a_row >= RETIRE_AFTER_FAILURES:
                     return
-            if idle and self.linger_s > 0:
+                if runs and (len(runs) >= RUNS_PER_LANE or not runs[-1][1].is_set()):
+                    self._cv.wait(timeout=1.0)  # the newest run is still starting its tasks (woken when it drains)
+                    continue
+            if idle and not runs and self.linger_s > 0:
                 queued = self.store.counts()["queued"]
                 if queued and queued < self.batch_max:
                     time.sleep(self.linger_s)
@@ -149,24 +170,38 @@ class Dispatcher:
             limit = max(1, min(self.batch_max, math.ceil(queued / self._active_lanes()))) if queued else 1
             with self._cv:
                 if self._stopping:
-                    lane.state = "stopped"
                     return
-            batch = self.store.claim(name, limit, group_of) if queued else []
+            batch = self.store.claim(lane.name, limit, group_of) if queued else []
             if not batch:
-                idle = True
+                idle = not runs
                 with self._cv:
                     if not self._stopping:
                         self._cv.wait(timeout=1.0)
                 continue
             idle = False
-            self._run(lane, batch)
-            if lane.failures_in_a_row >= RETIRE_AFTER_FAILURES:
-                lane.state = "retired"
-                return
+            drained = threading.Event()
+            t = threading.Thread(target=self._run, args=(lane, batch, drained), name=f"kg-run-{lane.name}", daemon=True)
+            runs.append((t, drained))
+            t.start()
 
-    def _run(self, lane: LaneState, batch: Sequence[Task]) -> None:
+    def _drained(self, event: threading.Event) -> None:
+        with self._cv:
+            event.set()
+            self._cv.notify_all()
+
+    def _run(self, lane: LaneState, batch: Sequence[Task], drained: threading.Event | None = None) -> None:
+        try:
+            self._run_batch(lane, batch, drained)
+        finally:
+            if drained is not None:
+                self._drained(drained)  # a run that ended (or failed) before telling its drain
+
+    def _run_batch(self, lane: LaneState, batch: Sequence[Task], drained: threading.Event | None) -> None:
         engine = self.engines[lane.name]
-        lane.state, lane.batch, lane.busy_since = "running", len(batch), time.time()
+        with self._cv:
+            lane.batch += len(batch)
+            lane.state = "running"
+            lane.busy_since = lane.busy_since or time.time()
         over = [t for t in batch if t.attempts > self.max_attempts]
         todo = [t for t in batch if t.attempts <= self.max_attempts]
         items: dict[str, tuple[Task, EvalItem]] = {}
@@ -192,7 +227,8 @@ class Dispatcher:
                 self.notify()
 
             try:
-                engine.run([it for _, it in items.values()], get_preset(preset), Selection(names, tags), on_record)
+                engine.run([it for _, it in items.values()], get_preset(preset), Selection(names, tags), on_record,
+                           on_drained=(lambda: self._drained(drained)) if drained is not None else None)
                 lane.failures_in_a_row = 0
             except Exception as exc:  # noqa: BLE001 - an engine failure becomes records, and the lane carries on
                 lane.failures_in_a_row += 1
@@ -203,9 +239,13 @@ class Dispatcher:
                     self._fail(engine, t, err)
         for t in batch:
             self._fail(engine, t, ErrorInfo("NoRecord", "the engine returned no record for this workload"))
-        lane.runs += 1
-        lane.tasks_done += len(batch)
-        lane.state, lane.batch, lane.busy_since = "idle", 0, None
+        with self._cv:
+            lane.runs += 1
+            lane.tasks_done += len(batch)
+            lane.batch -= len(batch)
+            if not lane.batch:
+                lane.state, lane.busy_since = "idle", None
+            self._cv.notify_all()
         self.notify()
 
     def _fail(self, engine: Engine, task: Task, error: ErrorInfo) -> None:

@@ -146,11 +146,13 @@ class Engine:
                 self.ceilings = load_or_measure(env.to_dict(), quick=self.config.device == "cpu")
             return self.ceilings
 
-    def run(self, items: Sequence[EvalItem], preset: "Preset", selection: Selection, on_record: OnRecord) -> None:
-        """Evaluate ``items`` under ``preset`` on the workloads ``selection`` picks; records go to ``on_record``.
+    def run(self, items: Sequence[EvalItem], preset: "Preset", selection: Selection, on_record: OnRecord,
+            on_drained: Callable[[], None] | None = None) -> None:
+        """Evaluate ``items`` under ``preset`` on the workloads ``selection`` picks; records go to ``on_record``;
+        ``on_drained()`` (at most once) when every item has started (:attr:`harness.pipeline.EvalRequest.on_drained`).
 
         Items whose problems share an id but differ in content run in
-        separate engine calls (a run's registry maps one id to one file).
+        separate engine calls (a run's registry maps one id to one file; only the last call's drain is told).
         Raises only for errors of the engine itself (RuntimeError when every
         device failed its health probe, ValueError for bad options); records
         already passed to ``on_record`` stand.
@@ -165,10 +167,11 @@ class Engine:
                     now.append(it)
                 else:
                     later.append(it)
-            self._run_once(now, preset, selection, on_record)
+            self._run_once(now, preset, selection, on_record, on_drained if not later else None)
             pending = later
 
-    def _run_once(self, items: list[EvalItem], preset: "Preset", selection: Selection, on_record: OnRecord) -> None:
+    def _run_once(self, items: list[EvalItem], preset: "Preset", selection: Selection, on_record: OnRecord,
+                  on_drained: Callable[[], None] | None = None) -> None:
         from harness.pipeline import EvalRequest, evaluate
         from harness.problems.registry import Registry
         from harness.score.gates import Thresholds
@@ -216,7 +219,7 @@ class Engine:
             options=opts, env=env, workload_tags=() if selection.names else (selection.tags or default_tags(cfg.device)),
             workload_names=selection.names, ceilings=self.device_ceilings() if opts.time_kernels else None,
             thresholds=self.thresholds or Thresholds(), progress=False, on_result=emit, executor=cfg.executor,
-            ray_address=cfg.ray_address, keeper=keeper)
+            ray_address=cfg.ray_address, keeper=keeper, on_drained=on_drained)
         try:
             evaluate(req)
         finally:

@@ -39,7 +39,8 @@ def _executor(monkeypatch, outcomes):
     ex.o = SimpleNamespace(baseline="eager", base_seed=7)
     ex.run_id = "run-1"
     ex.demand = SimpleNamespace(add=lambda n: None)
-    ex.devices = {0: SimpleNamespace(env=envmod.snapshot("cpu"))}
+    ex.devices = {0: SimpleNamespace(env=envmod.snapshot("cpu"), run_id="run-1", slots=None,
+                                     opts=SimpleNamespace(baseline="eager", base_seed=7))}
     cand = SimpleNamespace(rel_path="sub/gelu.py", sha256="0" * 64, generator="g", generator_version="1",
                            problem_id="gelu", dsl="triton")
     problem = SimpleNamespace(category="elementwise", version="v1", id="gelu")
@@ -53,7 +54,7 @@ def _executor(monkeypatch, outcomes):
 
 def test_a_session_that_raises_is_retried_alone_then_recorded_as_the_harnesss_failure(monkeypatch):
     ex, task, seen = _executor(monkeypatch, [OSError(9, "Bad file descriptor"), OSError(9, "Bad file descriptor")])
-    records = ex._run_one(task, 0)
+    records = ex._run_one(task, ex.devices[0])
     assert seen == [(False, 1), (True, 2)]
     assert [r.status for r in records] == [Status.HARNESS_ERROR]
     assert "not the candidate's fault" in records[0].error.message and "Bad file descriptor" in records[0].error.message
@@ -61,7 +62,7 @@ def test_a_session_that_raises_is_retried_alone_then_recorded_as_the_harnesss_fa
 
 def test_a_retry_that_succeeds_is_the_record_kept(monkeypatch):
     ex, task, seen = _executor(monkeypatch, [RuntimeError("transient"), ["a record"]])
-    assert ex._run_one(task, 0) == ["a record"] and seen == [(False, 1), (True, 2)]
+    assert ex._run_one(task, ex.devices[0]) == ["a record"] and seen == [(False, 1), (True, 2)]
 
 
 def test_an_unhealthy_device_still_stops_the_device(monkeypatch):
@@ -69,7 +70,7 @@ def test_an_unhealthy_device_still_stops_the_device(monkeypatch):
 
     ex, task, _ = _executor(monkeypatch, [DeviceUnhealthy("probe failed", [])])
     with pytest.raises(DeviceUnhealthy):
-        ex._run_one(task, 0)
+        ex._run_one(task, ex.devices[0])
 
 
 def test_a_pipe_end_is_closed_once_even_when_its_number_is_reused():

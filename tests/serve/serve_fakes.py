@@ -53,12 +53,14 @@ class FakeEngine(Engine):
             f.flush()
             os.fsync(f.fileno())
 
-    def run(self, items, preset, selection, on_record) -> None:
+    def run(self, items, preset, selection, on_record, on_drained=None) -> None:
         self._log({"event": "run", "pid": os.getpid(), "preset": preset.name,
                    "items": {it.key: [w.name for w in selection.resolve(it.problem, "cpu")] for it in items}})
         if any("RAISE_IN_ENGINE" in it.source for it in items):
             raise RuntimeError("RAISE_IN_ENGINE: the fake engine itself failed")
-        for it in items:
+        for n, it in enumerate(items):
+            if n == len(items) - 1 and on_drained is not None:
+                on_drained()  # one item at a time: the last one starting is the run's drain
             for w in selection.resolve(it.problem, "cpu"):
                 time.sleep(self.delay_s)
                 if "FAIL_ME" in it.source:

@@ -9,6 +9,7 @@ device-level options differ gets an executor of its own; close() ends every proc
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 from harness.api import resolve_problem
@@ -71,9 +72,18 @@ def test_a_run_with_other_device_options_gets_another_executor(tmp_path):
     ex, kept = keeper.acquire(one, env, "run-1", problem_paths=[gelu], expected_tasks=0, screen_for=None)
     try:
         assert kept
-        other, kept2 = keeper.acquire(one, env, "run-2", problem_paths=[gelu], expected_tasks=0, screen_for=None)
-        assert other is not ex and not kept2  # the kept one is busy: a fresh executor the caller closes
-        other.close()
+        shared, kept2 = keeper.acquire(one, env, "run-2", problem_paths=[gelu], expected_tasks=0, screen_for=None)
+        assert shared is ex and kept2  # a second run beside the first shares its processes, gate and job slots
+        third: list = []
+        t = threading.Thread(target=lambda: third.append(
+            keeper.acquire(one, env, "run-2b", problem_paths=[gelu], expected_tasks=0, screen_for=None)))
+        t.start()
+        t.join(0.5)
+        assert t.is_alive() and not third  # a third at once waits (a second executor would bring a second gate)
+        keeper.release(ex)
+        t.join(10)
+        assert third == [(ex, True)]
+        keeper.release(ex)
         keeper.release(ex)
         same, kept3 = keeper.acquire(one, env, "run-3", problem_paths=[gelu], expected_tasks=0, screen_for=None)
         assert same is ex and kept3 and ex.run_id == "run-3"
