@@ -406,7 +406,9 @@ class Session:
         if self.cuda:
             # the worker's exit tears its CUDA context down: beside correctness work, never during a timing (the
             # place is given back once the worker is reaped, in _run)
+            t_gate = time.monotonic()
             self._acquire("background")
+            self._add("*", "finish_wait_s", time.monotonic() - t_gate)
         self._send(P.Finish())
         self._recv(o.round_timeout_s, "finishing", P.Done)
         self.finished = True
