@@ -100,3 +100,30 @@ def test_a_run_with_other_device_options_gets_another_executor(tmp_path):
         assert keeper._ex is None
     finally:
         keeper.close()
+
+
+def test_a_broken_run_closes_the_shared_executor_only_after_the_other_run(tmp_path):
+    """An interrupted run (broken) must not kill the processes of the run beside it: the kept executor is closed
+    when its last run is released, and nothing rebinds it meanwhile."""
+    from harness.execute.local import KeptExecutor
+    from harness.execute.options import RunOptions
+    from harness import env as envmod
+
+    keeper = KeptExecutor()
+    env = envmod.snapshot("cpu", 0)
+    gelu = resolve_problem("gelu").path
+    one = RunOptions(device="cpu", jobs=1, scratch_root=tmp_path, prestart=False)
+    try:
+        ex, _ = keeper.acquire(one, env, "run-1", problem_paths=[gelu], expected_tasks=0, screen_for=None)
+        same, _ = keeper.acquire(one, env, "run-2", problem_paths=[gelu], expected_tasks=0, screen_for=None)
+        assert same is ex
+        pids = [p.proc.pid for dev in ex.devices.values() for p in dev.checkers.procs]
+        keeper.release(ex, broken=True)
+        assert pids and keeper._ex is ex and all(_alive(p) for p in pids)  # the other run still uses it
+        keeper.release(ex)
+        assert keeper._ex is None and not any(_alive(p) for p in pids)
+        fresh, kept = keeper.acquire(one, env, "run-3", problem_paths=[gelu], expected_tasks=0, screen_for=None)
+        assert kept and fresh is not ex
+        keeper.release(fresh)
+    finally:
+        keeper.close()
