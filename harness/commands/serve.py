@@ -112,6 +112,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         engines = build_engines(device, results / "serve" / "scratch", gpus=gpus, jobs=jobs, executor=args.executor,
                                 ray_address=args.ray_address, ray_lanes=args.ray_lanes, thresholds=thresholds,
+                                problem_paths=[p.path for p in reg],
                                 sandbox=not args.no_sandbox, check_slots=args.check_slots, seed=args.seed,
                                 compile_timeout_s=args.compile_timeout, round_timeout_s=args.round_timeout,
                                 timing_timeout_s=args.timing_timeout, prestart=not args.no_prestart)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from harness.execute import cpus
 from harness.execute.checker import cache_limit_bytes as checker_cache_bytes
@@ -204,11 +204,13 @@ class KeptExecutor:
     run, a retired device) closes it once no run uses it.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, problem_paths: Iterable[Path] = ()) -> None:
+        """``problem_paths``: problems to sandbox the first executor's workers for besides its run's own."""
         self._ex: LocalExecutor | None = None
         self._users = 0
         self._broken = False
         self._lock = threading.Condition()
+        self._known = frozenset(Path(p).resolve() for p in problem_paths)
 
     @property
     def _busy(self) -> bool:
@@ -229,7 +231,8 @@ class KeptExecutor:
                     self._ex, self._users, self._broken = None, 1, False
                     break
                 self._lock.wait()  # in use and not shareable: after the runs using it (one gate per GPU)
-        paths = sorted({Path(p).resolve() for p in problem_paths} | (set(old.problem_paths) if old else set()))
+        paths = sorted({Path(p).resolve() for p in problem_paths} | (set(old.problem_paths) if old else set())
+                       | self._known)
         try:
             if old is not None:
                 old.close()

@@ -33,7 +33,7 @@ Conversation with a worker (one candidate, its workloads in order)::
         parent -> worker Release                           drop kept outputs (no reply)
         parent -> worker Kernels       -> KernelReport    the profiler's kernel table since the last one
       parent -> worker EndWorkload     -> WorkloadDone
-    parent -> worker   Finish          -> Done            sent with a background place held until the worker is reaped
+    parent -> worker   Finish          -> Done
 
 The worker cannot tell a checked call from a timed one: every Call runs the
 same code (fresh inputs, cache flush, held launch queue, events; the allocator

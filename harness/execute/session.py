@@ -168,16 +168,13 @@ class Session:
         if self.lock_held == mode:
             return
         self._release()
-        {"shared": self.dev.gate.acquire_shared, "background": self.dev.gate.acquire_background,
-         "exclusive": self.dev.gate.acquire_exclusive}[mode]()
+        (self.dev.gate.acquire_shared if mode == "shared" else self.dev.gate.acquire_exclusive)()
         self.lock_held = mode
 
     def _release(self) -> None:
         held, self.lock_held = self.lock_held, ""
         if held == "shared":
             self.dev.gate.release_shared()
-        elif held == "background":
-            self.dev.gate.release_background()
         elif held == "exclusive":
             self.dev.gate.release_exclusive()
 
@@ -403,12 +400,6 @@ class Session:
                 self._release()
             self._send(P.EndWorkload(workload=w.name))
             self._recv(o.round_timeout_s, "ending the workload", P.WorkloadDone)
-        if self.cuda:
-            # the worker's exit tears its CUDA context down: beside correctness work, never during a timing (the
-            # place is given back once the worker is reaped, in _run)
-            t_gate = time.monotonic()
-            self._acquire("background")
-            self._add("*", "finish_wait_s", time.monotonic() - t_gate)
         self._send(P.Finish())
         self._recv(o.round_timeout_s, "finishing", P.Done)
         self.finished = True

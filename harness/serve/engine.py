@@ -107,6 +107,10 @@ class EngineConfig:
     keep_executor: bool = False
     """With ``executor="local"``: keep the checkers and pre-started workers up between runs (a service lane;
     :class:`harness.execute.local.KeptExecutor`), in ``scratch_root/kept``, until :meth:`Engine.close`."""
+    problem_paths: tuple[Path, ...] = ()
+    """With ``keep_executor``: the problem files the kept executor's pre-started workers are sandboxed for from its
+    first run on (the service's registry), so a later batch with other problems shares it instead of replacing it
+    (session 11's H200 load test: 22 s between the first two batches, the executor closed and started again)."""
 
 
 @dataclass
@@ -258,7 +262,7 @@ class Engine:
             if self._keeper is None:
                 from harness.execute.local import KeptExecutor
 
-                self._keeper = KeptExecutor()
+                self._keeper = KeptExecutor(problem_paths=self.config.problem_paths)
             return self._keeper
 
     def close(self) -> None:

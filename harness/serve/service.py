@@ -97,8 +97,11 @@ def _iso(t: float | None) -> str | None:
 
 def build_engines(device: str, scratch: Path, *, gpus: Sequence[int] = (0,), jobs: int = 1, executor: str = "local",
                   ray_address: str | None = None, ray_lanes: int = 2, thresholds: Any = None,
-                  **engine_options: Any) -> dict[str, Engine]:
+                  problem_paths: Sequence[Path] = (), **engine_options: Any) -> dict[str, Engine]:
     """One Engine per lane: ``gpu<i>`` per GPU, ``cpu``, or ``ray<k>``; ceilings measured (or loaded) once.
+
+    ``problem_paths``: the service's problem files; a GPU or CPU lane's kept executor sandboxes its workers for
+    all of them from the start (:attr:`EngineConfig.problem_paths`).
 
     With ``executor="ray"`` this process connects to Ray here, once, so that
     the lanes' concurrent runs share one connection.
@@ -129,11 +132,11 @@ def build_engines(device: str, scratch: Path, *, gpus: Sequence[int] = (0,), job
     elif device == "cuda":
         for g in gpus:
             cfg = EngineConfig(device=device, scratch_root=scratch / f"gpu{g}", gpus=(g,), jobs=jobs, keep_executor=True,
-                               **engine_options)
+                               problem_paths=tuple(problem_paths), **engine_options)
             engines[f"gpu{g}"] = Engine(cfg, env=envmod.snapshot("cuda", g), thresholds=thresholds)
     else:
         engines["cpu"] = Engine(EngineConfig(device="cpu", scratch_root=scratch / "cpu", jobs=jobs, keep_executor=True,
-                                             **engine_options),
+                                             problem_paths=tuple(problem_paths), **engine_options),
                                 thresholds=thresholds)
     first = next(iter(engines.values()))
     first.environment()

@@ -127,3 +127,28 @@ def test_a_broken_run_closes_the_shared_executor_only_after_the_other_run(tmp_pa
         keeper.release(fresh)
     finally:
         keeper.close()
+
+
+def test_a_kept_executor_told_the_services_problems_shares_across_them(tmp_path):
+    """Cost it stops (H200, session 11's load test): the second batch had problems the first executor's workers
+    were not sandboxed for, so it waited for the first run and replaced the executor (22 s between the runs,
+    a fresh pool and fresh checkers). Told every problem of the service up front, the first executor is
+    sandboxed for all of them and a batch of other problems shares it at once."""
+    from harness.execute.local import KeptExecutor
+    from harness.execute.options import RunOptions
+    from harness import env as envmod
+
+    gelu, silu = resolve_problem("gelu").path, resolve_problem("silu").path
+    keeper = KeptExecutor(problem_paths=[gelu, silu])
+    env = envmod.snapshot("cpu", 0)
+    one = RunOptions(device="cpu", jobs=1, scratch_root=tmp_path, prestart=False)
+    try:
+        ex, _ = keeper.acquire(one, env, "run-1", problem_paths=[gelu], expected_tasks=0, screen_for=None)
+        assert {gelu.resolve(), silu.resolve()} <= ex.problem_paths
+        other, kept = keeper.acquire(one, env, "run-2", problem_paths=[silu], expected_tasks=0, screen_for=None)
+        assert other is ex and kept  # shared beside the first run, not waited for and replaced
+        keeper.release(ex)
+        keeper.release(ex)
+    finally:
+        keeper.close()
+    assert KeptExecutor()._known == frozenset()
