@@ -23,9 +23,9 @@ n="${KG_N:-500}"; nonce="${KG_NONCE:?set KG_NONCE (any 8 hex digits; the same fo
 common=(--n "$n" --clients "${KG_CLIENTS:-8}" --device cuda --gpus "${KG_GPUS:-0}" --preset quick --tags "${KG_TAGS:-smoke}"
         --nonce "$nonce" --out "$OUT/loadtest-$side")
 if [ "$side" = service ]; then
-  timeout "${KG_SERVE_S:-540}" python3 tools/serve_loadtest.py "${common[@]}" --no-cli 2>&1 | tail -20
+  timeout "${KG_SERVE_S:-560}" python3 tools/serve_loadtest.py "${common[@]}" --no-cli 2>&1 | tail -20
 elif [ "$side" = cli ]; then
-  timeout "${KG_SERVE_S:-540}" python3 tools/serve_loadtest.py "${common[@]}" --no-service 2>&1 | tail -20
+  timeout "${KG_SERVE_S:-560}" python3 tools/serve_loadtest.py "${common[@]}" --no-service 2>&1 | tail -20
 else
   echo "unknown side: $side (service or cli)" >&2; exit 2
 fi
