@@ -67,9 +67,12 @@ def _free_port() -> int:
 
 
 def _client(i: int, url: str, token: str, items: list[tuple[int, str, str]], batch: int, preset: str,
-            selection: dict, out) -> None:
+            selection: dict, out, seen_path: str | None = None) -> None:
+    """Submit ``items`` in batches, long-poll until every task is done, put the tasks seen on ``out``; each task
+    is also appended to ``seen_path`` as it is seen (what the parent reads if it has to stop this client)."""
     from harness.serve.client import ServiceClient
 
+    log = open(seen_path, "a", encoding="utf-8") if seen_path else None
     try:
         with ServiceClient(url, token, submit_timeout_s=3600) as kg:
             submitted: dict[str, tuple[int, float]] = {}
@@ -89,10 +92,43 @@ def _client(i: int, url: str, token: str, items: list[tuple[int, str, str]], bat
                                               "submitted": submitted[v["task_id"]][1], "seen_done": time.time(),
                                               "server_latency_s": v["latency_s"], "statuses": v["statuses"],
                                               "records": len(v["records"]), "workloads": v["workloads"]}
+                        if log is not None:
+                            log.write(json.dumps(seen[v["task_id"]]) + "\n")
+                            log.flush()
                 pending = [t for t in pending if t not in seen]
             out.put({"client": i, "tasks": list(seen.values()), "throttled": kg.throttled, "error": None})
     except Exception as exc:  # noqa: BLE001 - reported by the parent, which fails the run
         out.put({"client": i, "tasks": [], "throttled": 0, "error": f"{type(exc).__name__}: {exc}"})
+    finally:
+        if log is not None:
+            log.close()
+
+
+def _collect(procs: list, q, out: Path, deadline: float | None) -> tuple[list[dict], bool]:
+    """Each client's report; at ``deadline`` (monotonic) the clients still running are stopped and their tasks
+    read from their seen files. Returns (reports, complete)."""
+    import queue as queue_mod
+
+    got: dict[int, dict] = {}
+    while len(got) < len(procs):
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            break
+        try:
+            g = q.get(timeout=left)
+        except queue_mod.Empty:
+            break
+        got[g["client"]] = g
+    complete = len(got) == len(procs)
+    for i, p in enumerate(procs):
+        if i not in got:
+            p.terminate()
+            path = out / f"seen-{i}.jsonl"
+            tasks = [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
+            got[i] = {"client": i, "tasks": tasks, "throttled": 0,
+                      "error": "stopped at --deadline-s before all its tasks were done"}
+        p.join(timeout=30)
+    return [got[i] for i in range(len(procs))], complete
 
 
 def _pct(values: list[float], q: float) -> float | None:
@@ -144,12 +180,12 @@ def run_service_side(args, cands, out: Path) -> dict:
     q = ctx.Queue()
     items = [(k, pid, src) for k, (pid, _, src) in enumerate(cands)]
     procs = [ctx.Process(target=_client, args=(i, url, token, items[i::args.clients], args.batch, args.preset,
-                                               selection, q)) for i in range(args.clients)]
+                                               selection, q, str(out / f"seen-{i}.jsonl")))
+             for i in range(args.clients)]
+    deadline = time.monotonic() + args.deadline_s if args.deadline_s else None
     for p in procs:
         p.start()
-    got = [q.get() for _ in procs]
-    for p in procs:
-        p.join()
+    got, complete = _collect(procs, q, out, deadline)
     health = None
     if proc is not None:
         import httpx
@@ -178,7 +214,7 @@ def run_service_side(args, cands, out: Path) -> dict:
     for t in tasks:
         for s in t["statuses"].values():
             statuses[s] = statuses.get(s, 0) + 1
-    return {"url": url, "records": records, "span_s": round(span, 2),
+    return {"url": url, "complete": complete, "records": records, "span_s": round(span, 2),
             "evaluations_per_hour": round(records / span * 3600, 1) if span else None,
             "candidates_per_hour": round(len(tasks) / span * 3600, 1) if span else None,
             "latency_s": {"p50": _pct(lat, 0.5), "p99": _pct(lat, 0.99), "max": max(lat) if lat else None,
@@ -251,6 +287,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="skip the service: the CLI side alone (a second device command, with the first's --nonce)")
     ap.add_argument("--nonce", help="the variants' nonce (default: a fresh one); the same --n and --nonce give the "
                                     "same candidates, byte for byte")
+    ap.add_argument("--deadline-s", type=float, default=None,
+                    help="stop the clients this many seconds after they start and report what they saw by then "
+                         "(\"complete\": false; for a device command's time limit)")
     ap.add_argument("--out", default="runs/loadtest")
     args = ap.parse_args(argv)
     if args.url and not args.token:
