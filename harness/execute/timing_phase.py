@@ -124,6 +124,9 @@ class TimingPhase:
 
     def __init__(self, session: Any):
         self.s = session
+        self.tail_gaps: list[tuple[float | None, float | None]] = []
+        """Per sample set taken: the median seconds from the timed stream's end event to the device-wide end,
+        candidate and library (diagnostics: ``tail_gap_kernel_s`` / ``tail_gap_library_s`` of the scored set)."""
 
     def block_size(self, w: Any) -> int:
         """Calls per block: :data:`BLOCK_CALLS`, fewer when a block's kept inputs and outputs would pass
@@ -174,6 +177,11 @@ class TimingPhase:
                 time.sleep(RESAMPLE_PAUSE_S)
                 paused += RESAMPLE_PAUSE_S
         keep = _best(sets)
+        if len(self.tail_gaps) == len(sets) and w is not None:
+            gap_c, gap_l = self.tail_gaps[sets.index(keep)]
+            for name, gap in (("tail_gap_kernel_s", gap_c), ("tail_gap_library_s", gap_l)):
+                if gap is not None and gap >= 0:
+                    self.s._phases.setdefault(w.name, {})[name] = round(gap, 6)
         if len(sets) == 1:
             return keep, ""
         merged = (*keep[:3], sum(s[3] for s in sets), sum(s[4] for s in sets), keep[5])
@@ -263,6 +271,8 @@ class TimingPhase:
                 positions = kept | set(self.s._rng.sample(free, min(len(free), max(0, missing))))
             i += m
         self.s._send(P.Release(call_ids=release))
+        self.tail_gaps.append((statistics.median(d - c for c, d in zip(cand_ms, cand_dev)) / 1e3 if cand_ms else None,
+                               statistics.median(d - c for c, d in zip(lib_ms, lib_dev)) / 1e3 if lib_ms else None))
         cand_ms, lib_ms, note = choose_windows(cand_ms, cand_dev, lib_ms, lib_dev)
         return cand_ms, lib_ms, cand_enq, checks, limit, note
 

@@ -163,3 +163,19 @@ def test_an_unsettled_set_notes_the_hosts_load(monkeypatch):
     monkeypatch.undo()  # the real one reads /proc/loadavg (None where there is none)
     got = timing_phase.host_running()
     assert got is None or (isinstance(got, int) and got >= 1)
+
+
+def test_the_scored_sets_tail_gaps_are_kept_for_diagnosis():
+    """Each set's median end-event-to-device-end gap (both sides) is kept, and the scored set's goes into
+    phase_s: the data to tell a real side stream from host latency in the worker (session 11: an honest kernel
+    run alone had every set 34 us late on its side)."""
+    phase = TimingPhase(types.SimpleNamespace(cuda=True, _phases={}))
+    sets = [_set(NOISY, NOISY), _set(QUIET, QUIET)]
+    gaps = [(40e-6, 5e-6), (6e-6, 5e-6)]
+
+    def sample(w, ctx, checker, cfg, lib_excess, id_base=1000):
+        phase.tail_gaps.append(gaps[len(phase.tail_gaps)])
+        return sets[len(phase.tail_gaps) - 1]
+    phase.sample = sample
+    phase.sample_settled(types.SimpleNamespace(name="w1"), None, None, None, 1.0)
+    assert phase.s._phases["w1"] == {"tail_gap_kernel_s": 6e-06, "tail_gap_library_s": 5e-06}
