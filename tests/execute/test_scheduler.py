@@ -152,3 +152,32 @@ def test_slow_compiling_candidates_are_queued_first():
     assert classes["tilelang-reference/layernorm.py"] == 2
     assert classes["triton-reference/gemm_square.py"] == 1  # @triton.autotune
     assert classes["triton-reference/layernorm.py"] == 0
+
+
+def test_on_drained_is_told_once_when_the_last_task_starts_not_when_it_ends():
+    """The service starts its next batch in the running one's tail: run_pull must say when every task has
+    started (here: before the last one, still running, is let finish), and say it only once."""
+    import threading
+
+    from harness.execute.scheduler import run_pull
+
+    told: list[float] = []
+    release = threading.Event()
+    started: list[int] = []
+
+    def run_task(task, device):
+        started.append(task)
+        if task == 4:
+            assert release.wait(10)
+        return [task]
+
+    def on_drained():
+        told.append(len(started))
+        release.set()  # the last task may finish only after the drain was told
+
+    done: list = []
+    report = run_pull(range(5), [0], 1, run_task, lambda t, r: done.append(t), on_drained=on_drained)
+    assert told == [4] and sorted(done) == [0, 1, 2, 3, 4] and report.done == 5
+    told.clear()
+    run_pull([], [0], 2, run_task, lambda t, r: None, on_drained=on_drained)
+    assert len(told) == 1  # no task at all: told once, at the end
