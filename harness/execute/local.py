@@ -24,7 +24,7 @@ from harness.execute import cpus
 from harness.execute.checker import cache_limit_bytes as checker_cache_bytes
 from harness.execute.checker_client import CheckerPool
 from harness.execute.gate import DeviceGate
-from harness.execute.memory import CONTEXT_BYTES, DeviceMemory, device_capacity, fake_capacity
+from harness.execute.memory import DeviceMemory, device_capacity, fake_capacity, fixed_bytes
 from harness.execute.options import RunOptions
 from harness.execute.pool import Demand, WorkerPool
 from harness.execute.process import gpu_probe, run_tag
@@ -70,8 +70,7 @@ class LocalExecutor:
         for g, plan in zip(self.gpus, cpu_plans):
             denv = env if g in (None, self.gpus[0]) else _env_for(env, g)
             tag = "cpu" if g is None else str(g)
-            # every process's CUDA context, and each checker's bounded reference cache
-            fixed = CONTEXT_BYTES * (pool_size + slots + self.per_device) + slots * checker_cache_bytes()
+            fixed = fixed_bytes(pool_size + slots + self.per_device, slots, checker_cache_bytes())
             # on the CPU path only a fake capacity (KERNELGATE_FAKE_DEVICE_MEMORY_GB, for tests) is admitted against
             capacity = device_capacity(g) if opts.device == "cuda" else fake_capacity()
             memory = DeviceMemory(capacity, opts.memory_margin, fixed)

@@ -34,6 +34,9 @@ from typing import Any
 
 CONTEXT_BYTES = 600 << 20
 """A CUDA context with PyTorch's and Triton's modules loaded (measured about 500 MB on the H200)."""
+BATCH_KEEP_BYTES = 6 << 30
+"""A timed batch's inputs and outputs (either side's) hold at most this much
+(:mod:`harness.execute.timing_phase` sizes its batches and blocks by it)."""
 FLUSH_BYTES = 256 << 20
 ELEM = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
 
@@ -57,7 +60,15 @@ def _sizes(w: Any) -> tuple[int, int, int]:
     return int(ins), int(outs), int(params or 0)
 
 
-def estimate(w: Any, keep_bytes: int = 6 << 30) -> Estimate:
+def fixed_bytes(processes: int, checkers: int, checker_cache: int) -> int:
+    """Device bytes held apart from any job's reservation: every process's CUDA context, each checker's bounded
+    reference cache, and the library's side of the one batch being timed on the device (:data:`BATCH_KEEP_BYTES`:
+    a job's estimate counts its worker's batch; the checker's exists only while that job holds the GPU alone,
+    so one per device is enough)."""
+    return CONTEXT_BYTES * processes + checkers * checker_cache + BATCH_KEEP_BYTES
+
+
+def estimate(w: Any, keep_bytes: int = BATCH_KEEP_BYTES) -> Estimate:
     """Peak device bytes of one workload's job; ``keep_bytes`` bounds what a timed batch keeps."""
     from harness.execute.inputs import poison_bytes
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from harness.execute import protocol as P
 from harness.execute.inputs import ROUND_TRANSFORMS, round_seed
+from harness.execute.memory import BATCH_KEEP_BYTES
 from harness.execute.options import MIN_TIMED_CHECKS
 from harness.measure.timing import MIN_REPS, TimingConfig, choose_windows, hold_for, summarize
 from harness.records import ErrorInfo, Status, TimingStats
@@ -53,8 +54,6 @@ outlasted two sets (GPU work outside the gate: a neighbour building its model or
 SET_ID_BASES = (1000, 50_000, 75_000)
 """The call ids of each set start here (never meeting another set's, nor the batches' from 100,000)."""
 BATCH_MAX_CALLS = 256
-BATCH_KEEP_BYTES = 6 << 30
-"""A batch's inputs and outputs (kept until the parent has chosen which to verify) hold at most this much."""
 
 
 def relative_iqr(samples: list[float]) -> float:

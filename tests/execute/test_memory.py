@@ -122,3 +122,14 @@ def test_a_session_reserves_once_when_the_worker_first_asks_for_the_device_and_o
         s._reserve_memory()
         assert s.t.alone is alone and s.dev.memory.used == (s.dev.memory.capacity if alone else need)
         assert ("more than the device" in s.t.reason) is alone
+
+
+def test_the_library_side_of_the_timed_batch_is_held_apart_once_per_device():
+    """Gap it closes: a job's estimate counts its worker's timed batch (up to BATCH_KEEP_BYTES) but not the
+    checker's copy (LibBatch: the library's inputs and outputs for the same calls). Only one job holds the GPU
+    to be timed at a time, so the device keeps one such batch apart from every reservation."""
+    from harness.execute.memory import BATCH_KEEP_BYTES, CONTEXT_BYTES, fixed_bytes
+
+    assert fixed_bytes(10, 3, 1 << 30) == 10 * CONTEXT_BYTES + 3 * (1 << 30) + BATCH_KEEP_BYTES
+    mem = DeviceMemory(140 << 30, margin=0.1, fixed=fixed_bytes(10, 3, 4 << 30))
+    assert mem.capacity == int((140 << 30) * 0.9) - 10 * CONTEXT_BYTES - (12 << 30) - BATCH_KEEP_BYTES
