@@ -233,7 +233,9 @@ class TimingPhase:
             lib = checker.request(P.LibSamples(ctx=ctx, hold_us=hold, calls=tuple(
                 P.LibCall(seed=sd, transform=tr, keep_id=cid if (cid - id_base) in positions else None)
                 for cid, sd, tr in zip(ids, seeds, trs))))
+            kept_here = tuple(cid for cid in ids if (cid - id_base) in positions)
             if isinstance(lib, P.ErrorReply):
+                self._drop(checker, kept_here)
                 return judge.Failure(Status.HARNESS_ERROR, f"the library could not be timed: {lib.detail}",
                                      retry_alone=lib.out_of_memory)
             libs = lib.samples
@@ -250,6 +252,7 @@ class TimingPhase:
                     self.s._add(w.name, "verify_s", time.monotonic() - t_v)
                     if failed is not None:
                         self.s._send(P.Release(call_ids=ids))
+                        self._drop(checker, tuple(c for c in kept_here if c > cid))
                         return failed
                     checks += 1
                 if cid - id_base >= cfg.warmup:
@@ -274,6 +277,13 @@ class TimingPhase:
                                statistics.median(d - c for c, d in zip(lib_ms, lib_dev)) / 1e3 if lib_ms else None))
         cand_ms, lib_ms, note = choose_windows(cand_ms, cand_dev, lib_ms, lib_dev)
         return cand_ms, lib_ms, cand_enq, checks, limit, note
+
+    @staticmethod
+    def _drop(checker: Any, keep_ids: tuple[int, ...]) -> None:
+        """Have the checker forget library outputs it kept for calls that will not be verified (the phase ended
+        early). Leak it stops: each such output stayed in the leased checker for the rest of the run."""
+        if keep_ids:
+            checker.request(P.Drop(keep_ids=keep_ids))
 
     def _account(self, key: str, t0: float, t1: float, t2: float, reps: list, libs: tuple, hold_us: float) -> None:
         """Where one block's time went (``phase_s``: diagnostics; the worker's numbers are its claims)."""

@@ -179,3 +179,43 @@ def test_the_scored_sets_tail_gaps_are_kept_for_diagnosis():
     phase.sample = sample
     phase.sample_settled(types.SimpleNamespace(name="w1"), None, None, None, 1.0)
     assert phase.s._phases["w1"] == {"tail_gap_kernel_s": 6e-06, "tail_gap_library_s": 5e-06}
+
+
+def test_a_phase_that_ends_on_a_failed_verification_drops_the_checkers_other_kept_outputs():
+    """Leak it stops: the checker keeps the library's output of every call to be verified; when a verification
+    failed mid-block, the block's later kept outputs were never verified nor dropped, and stayed in the leased
+    checker for the rest of the run (its device memory, beside the jobs admitted on the promise it was free)."""
+    from harness.execute import protocol as P
+    from harness.measure.timing import TimingConfig
+
+    sent, asked = [], []
+
+    def recv(timeout, what, kind):
+        cid = int(what.rsplit(" ", 1)[1])
+        return P.CallReport(call_id=cid, ok=True, stream_ms=0.1, device_ms=0.1, enqueue_us=10.0)
+
+    session = types.SimpleNamespace(
+        cuda=True, o=types.SimpleNamespace(round_timeout_s=5, check_share=1.0, base_seed=1),
+        _rng=__import__("random").Random(0), _send=sent.append, _recv=recv, _judge_call=lambda rep: None,
+        _add=lambda *a: None, _phases={})
+
+    class Checker:
+        def request(self, req):
+            asked.append(req)
+            if isinstance(req, P.LibSamples):
+                return P.LibSamplesReply(samples=tuple(
+                    P.LibSampleReply(stream_ms=0.1, device_ms=0.1, enqueue_us=10.0, prep_us=1.0, wall_us=1.0)
+                    for _ in req.calls))
+            return P.OkReply()
+
+    phase = TimingPhase(session)
+    failure = judge.Failure(Status.REWARD_HACK, "timed call 1: wrong output")
+    phase.verify = lambda w, checker, cid, position, *a, **k: failure if position == 1 else None
+    w = types.SimpleNamespace(name="w1", input_bytes=1 << 20, output_bytes=1 << 20, min_bytes=2 << 20)
+    got = phase.sample(w, None, Checker(), TimingConfig(warmup=0, reps=8, trials=1), 1.0)
+    assert got is failure
+    (lib,) = [r for r in asked if isinstance(r, P.LibSamples)]
+    kept = [c.keep_id for c in lib.calls if c.keep_id is not None]
+    assert len(kept) == 4  # one block of four, every call kept (check_share 1.0)
+    (drop,) = [r for r in asked if isinstance(r, P.Drop)]
+    assert drop.keep_ids == tuple(kept[2:])  # the first was verified, the second failed: the other two dropped
