@@ -33,10 +33,11 @@ def _run(tmp_path, monkeypatch, gigabytes: float):
     return evaluate(req)
 
 
-@pytest.mark.parametrize("gigabytes, alone", [(10.0, True), (12.0, False)])
+@pytest.mark.parametrize("gigabytes, alone", [(16.67, True), (18.67, False)])
 def test_jobs_are_admitted_against_a_fake_device_memory(tmp_path, monkeypatch, gigabytes, alone):
-    # two jobs, two slots: 10 GiB leaves less than one job's estimate beside the processes' contexts and the
-    # checker's cache (each runs alone); 12 GiB leaves room for one job at a time (they queue)
+    # two jobs, two slots: 16.67 GiB leaves less than one job's estimate beside the processes' contexts, the
+    # checker's cache and the timed batch's 6 GiB (each runs alone); 18.67 GiB leaves room for one job at a time
+    # (they queue)
     results = _run(tmp_path, monkeypatch, gigabytes)
     assert sorted(r.candidate for r in results) == ["sub/gelu.py", "sub/silu.py"]
     assert all(r.status is Status.PASSED for r in results), [(r.candidate, r.status, r.error) for r in results]
