@@ -14,6 +14,6 @@ export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 KERNELGATE_CACHE="${
   python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
   python3 -c "import tilelang; print('tilelang', tilelang.__version__)" 2>&1 | tail -1
   echo "kernelgate $(python3 -c 'import harness; print(harness.__version__)')"
-  echo "cpus $(nproc)"
+  echo "cpus $(nproc) ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'))"
   CUDA_VISIBLE_DEVICES=0 python3 -m harness calibrate --device cuda
 } > "$OUT/environment.txt" 2>&1

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# An A/B of the bundled suite on one machine in one command: this working tree's harness against an older
+# commit's, alternating base, head (KG_AB_ROUNDS times), so the machine's drift and its neighbours fall on both.
+# Why: session 11's suite ran 14-19% slower than session 10's on another machine, and whether the machine or the
+# change cost that could not be told apart from two runs on two machines.
+# Make the base here (its files travel as an ignored folder, carried):
+#   mkdir -p .ab && git archive REF harness problems submissions tools pyproject.toml | gzip > .ab/base.tgz
+#   grep -qx '/.ab/' .git/info/exclude || echo '/.ab/' >> .git/info/exclude
+# Each side runs its own tools/benchmark_throughput.py, which runs its own harness (its folder first on PYTHONPATH).
+# Usage on the device machine, from the repo root, carrying .device and .ab (each suite about 120 s):
+#   KG_AB_ROUNDS=1 bash tools/device/ab_suite.sh
+set -uo pipefail
+OUT="${OUT:-/tmp/kg-out}"
+export KERNELGATE_CACHE=/tmp/kg-cache
+# shellcheck source=tools/device_env.sh
+source tools/device_env.sh
+[ -f .ab/base.tgz ] || { echo "no .ab/base.tgz: make it with git archive (see the top of this script)" >&2; exit 2; }
+rm -rf /tmp/ab-base && mkdir -p /tmp/ab-base && tar -C /tmp/ab-base -xzf .ab/base.tgz
+head_dir=$PWD
+for r in $(seq 1 "${KG_AB_ROUNDS:-1}"); do
+  for side in base head; do
+    dir=$head_dir; [ "$side" = base ] && dir=/tmp/ab-base
+    tag="ab-$side-$r"
+    echo "== $tag ($(date -u +%T))"
+    (cd "$dir" && PYTHONPATH="/tmp/site:$dir" timeout "${KG_SUITE_S:-200}" python3 tools/benchmark_throughput.py \
+      --configs one:12:0 --out "$OUT/$tag" \
+      --folders submissions/triton-reference submissions/tilelang-reference submissions/defects \
+      --extra --scratch /dev/shm/kg/ab --compile-timeout 300 --quick --check-slots 3 > "$OUT/$tag.txt" 2>&1)
+    cp "$OUT/$tag/one/results.jsonl" "$OUT/${tag}_results.jsonl" 2>/dev/null
+    cp "$OUT/$tag/benchmark.json" "$OUT/${tag}_benchmark.json" 2>/dev/null
+    rm -rf "$OUT/$tag" /dev/shm/kg/ab
+    tail -4 "$OUT/$tag.txt" | head -2
+  done
+done
+python3 tools/compare_repeats.py "$OUT/ab-base-1_results.jsonl" "$OUT/ab-head-1_results.jsonl" \
+  > "$OUT/repeat_base_vs_head.txt" 2>&1
+tail -2 "$OUT/repeat_base_vs_head.txt"
+ls "$OUT"
