@@ -15,6 +15,7 @@ says so). Nothing else is retried: a candidate's own crash is its status.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 from pathlib import Path
@@ -105,9 +106,8 @@ class LocalExecutor:
         return True
 
     def _run_one(self, task: Task, dev: DeviceContext) -> list[JobResult]:
-        if dev.slots is None:
-            return self._run_session(task, dev)
-        with dev.slots:  # a run beside this one (a kept executor's next batch) shares the device's job slots
+        # a run beside this one (a kept executor's next batch) shares the device's job slots
+        with dev.slots or contextlib.nullcontext():
             return self._run_session(task, dev)
 
     def _run_session(self, task: Task, dev: DeviceContext) -> list[JobResult]:
