@@ -138,7 +138,9 @@ def _pct(values: list[float], q: float) -> float | None:
     return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
 
 
-def run_service_side(args, cands, out: Path) -> dict:
+def run_service_side(args, cands, out: Path) -> tuple[subprocess.Popen | None, dict]:
+    """The service's side: (the service process this started, still running, or None; the report). Everything
+    is checked while the service still runs, so the caller can write the report before stopping it."""
     from harness.serve.auth import add_client
 
     results = out / "service"
@@ -190,9 +192,10 @@ def run_service_side(args, cands, out: Path) -> dict:
     if proc is not None:
         import httpx
 
-        health = httpx.get(url + "/v1/health", timeout=10).json()
-        proc.terminate()
-        proc.wait(timeout=120)
+        try:
+            health = httpx.get(url + "/v1/health", timeout=10).json()
+        except httpx.HTTPError:
+            pass
     errors = [g["error"] for g in got if g["error"]]
     tasks = [t for g in got for t in g["tasks"]]
     checks = {"client_errors": errors, "candidates": len(cands), "tasks_done": len(tasks),
@@ -214,7 +217,7 @@ def run_service_side(args, cands, out: Path) -> dict:
     for t in tasks:
         for s in t["statuses"].values():
             statuses[s] = statuses.get(s, 0) + 1
-    return {"url": url, "complete": complete, "records": records, "span_s": round(span, 2),
+    return proc, {"url": url, "complete": complete, "records": records, "span_s": round(span, 2),
             "evaluations_per_hour": round(records / span * 3600, 1) if span else None,
             "candidates_per_hour": round(len(tasks) / span * 3600, 1) if span else None,
             "latency_s": {"p50": _pct(lat, 0.5), "p99": _pct(lat, 0.99), "max": max(lat) if lat else None,
@@ -302,10 +305,18 @@ def main(argv: list[str] | None = None) -> int:
     cands = candidates(args.n, nonce)
     print(f"{len(cands)} candidates ({len({c[0] for c in cands})} problems), {args.clients} client processes, "
           f"preset {args.preset}, device {args.device}", file=sys.stderr)
-    service = None if args.no_service else run_service_side(args, cands, out)
-    cli = None if args.no_cli else run_cli_side(args, cands, out)
     report = {"n": args.n, "clients": args.clients, "batch": args.batch, "device": args.device, "gpus": args.gpus,
-              "preset": args.preset, "nonce": nonce, "service": service, "cli": cli}
+              "preset": args.preset, "nonce": nonce, "service": None, "cli": None}
+    service = None
+    if not args.no_service:
+        proc, service = run_service_side(args, cands, out)
+        report["service"] = service
+        (out / "loadtest.json").write_text(json.dumps(report, indent=2) + "\n")  # kept if stopping the service is cut
+        if proc is not None:
+            proc.terminate()
+            proc.wait(timeout=120)
+    cli = None if args.no_cli else run_cli_side(args, cands, out)
+    report["cli"] = cli
     (out / "loadtest.json").write_text(json.dumps(report, indent=2) + "\n")
     s, c = service, cli or {}
     if s is not None:

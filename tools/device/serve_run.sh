@@ -23,12 +23,12 @@ n="${KG_N:-500}"; nonce="${KG_NONCE:?set KG_NONCE (any 8 hex digits; the same fo
 common=(--n "$n" --clients "${KG_CLIENTS:-8}" --device cuda --gpus "${KG_GPUS:-0}" --preset quick --tags "${KG_TAGS:-smoke}"
         --nonce "$nonce" --out "$OUT/loadtest-$side")
 if [ "$side" = service ]; then
-  # the clients stop 60 s before the limit (the service's start-up and calibration come first), so a run that
-  # is cut still reports the latencies it saw
-  timeout "${KG_SERVE_S:-560}" python3 tools/serve_loadtest.py "${common[@]}" --no-cli \
-    --deadline-s $(( ${KG_SERVE_S:-560} - 60 )) 2>&1 | tail -20
+  # the clients stop 45 s before the limit (the service's start-up and calibration, about 30 s, come first), so
+  # a run that is cut still reports the latencies it saw; the report is written before the service is stopped
+  timeout "${KG_SERVE_S:-575}" python3 tools/serve_loadtest.py "${common[@]}" --no-cli \
+    --deadline-s $(( ${KG_SERVE_S:-575} - 45 )) 2>&1 | tail -20
 elif [ "$side" = cli ]; then
-  timeout "${KG_SERVE_S:-560}" python3 tools/serve_loadtest.py "${common[@]}" --no-service 2>&1 | tail -20
+  timeout "${KG_SERVE_S:-575}" python3 tools/serve_loadtest.py "${common[@]}" --no-service 2>&1 | tail -20
 else
   echo "unknown side: $side (service or cli)" >&2; exit 2
 fi
