@@ -23,15 +23,24 @@ THREAD_NAME = "kg-candidate"
 
 
 def _serve(requests: "queue.Queue", replies: "queue.Queue") -> None:
+    """Serve requests until ``None``. Nothing of a request outlives it here: between requests this frame holds no
+    reference to its callable, arguments or result. Leak it stops: the frame kept the last request's arguments
+    until the next one came, and a checker keeps one such thread per library context (up to eight), so each
+    held its last inputs, a timed batch's among them (up to 6 GiB each); on the H200 three checkers held 27-39
+    GiB each and a neighbour's batch ran out of memory (leaderboards/h200-2026-12-03-s11, run 1, max_dim)."""
     while True:
         item = requests.get()
         if item is None:
             return
         fn, args = item
+        del item
         try:
-            replies.put((True, fn(*args)))
+            reply = (True, fn(*args))
         except BaseException as exc:  # noqa: BLE001 - SystemExit/KeyboardInterrupt from candidate code too
-            replies.put((False, exc))
+            reply = (False, exc)
+        del fn, args
+        replies.put(reply)
+        del reply
 
 
 class CandidateThread:
