@@ -424,8 +424,9 @@ class JobResult:
     ``timing_s``; the first two are shared by a candidate's workloads. Parts of ``correctness_s``
     (sums over rounds, for overhead accounting): ``forward_s`` and ``handoff_s`` (the candidate's
     forward and the saving of its outputs, as the worker reports them: untrusted, never scored),
-    ``check_s`` (the trusted checker's reply, of which ``reference_s`` computing the references;
-    0 when another candidate of the run already computed them) and ``queue_s`` (waiting inside the
+    ``check_s`` (the trusted checker's reply, of which ``reference_s`` computing the references,
+    0 when another candidate of the run already computed them, and ``compare_s`` reading the outputs, checking
+    the inputs and comparing, as the checker timed them; the rest is the round trip) and ``queue_s`` (waiting inside the
     phase: for a free checker process, or for the shared GPU again after an autotuning round). Parts of
     ``timing_s``: ``samples_s`` (the alternating timed calls, of which ``verify_s`` verifying a secret share
     of them), ``kernels_s`` (the profiler's table and the library's kernels), ``batches_s`` (the parent's

@@ -485,6 +485,7 @@ class Session:
             self._cleanup_files(h)
             if isinstance(reply, P.CompareReply):
                 self._add(w.name, "reference_s", reply.ref_s)
+                self._add(w.name, "compare_s", reply.check_s)
                 if reply.max_abs_err is not None:
                     max_abs = max(max_abs, reply.max_abs_err)
                     max_excess = max(max_excess, reply.max_excess or 0.0)
