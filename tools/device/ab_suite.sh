@@ -7,8 +7,11 @@
 #   mkdir -p .ab && git archive REF harness problems submissions tools pyproject.toml | gzip > .ab/base.tgz
 #   grep -qx '/.ab/' .git/info/exclude || echo '/.ab/' >> .git/info/exclude
 # Each side runs its own tools/benchmark_throughput.py, which runs its own harness (its folder first on PYTHONPATH).
+# KG_AB_VARIANT="ARGS" adds a third side each round, this tree with more `kernelgate run` arguments (for instance
+# "--check-slots 4"), compared with head.
 # Usage on the device machine, from the repo root, carrying .device and .ab (each suite about 120 s):
 #   KG_AB_ROUNDS=1 bash tools/device/ab_suite.sh
+#   KG_AB_VARIANT="--check-slots 4" bash tools/device/ab_suite.sh
 set -uo pipefail
 OUT="${OUT:-/tmp/kg-out}"
 export KERNELGATE_CACHE=/tmp/kg-cache
@@ -17,15 +20,19 @@ source tools/device_env.sh
 [ -f .ab/base.tgz ] || { echo "no .ab/base.tgz: make it with git archive (see the top of this script)" >&2; exit 2; }
 rm -rf /tmp/ab-base && mkdir -p /tmp/ab-base && tar -C /tmp/ab-base -xzf .ab/base.tgz
 head_dir=$PWD
+sides="base head"; [ -n "${KG_AB_VARIANT:-}" ] && sides="base head variant"
 for r in $(seq 1 "${KG_AB_ROUNDS:-1}"); do
-  for side in base head; do
+  for side in $sides; do
     dir=$head_dir; [ "$side" = base ] && dir=/tmp/ab-base
+    slots=(--check-slots 3); more=()
+    # shellcheck disable=SC2206  # the variant's arguments are words
+    [ "$side" = variant ] && { slots=(); more=(${KG_AB_VARIANT}); }
     tag="ab-$side-$r"
-    echo "== $tag ($(date -u +%T))"
+    echo "== $tag ($(date -u +%T)) ${more[*]}"
     (cd "$dir" && PYTHONPATH="/tmp/site:$dir" timeout "${KG_SUITE_S:-200}" python3 tools/benchmark_throughput.py \
       --configs one:12:0 --out "$OUT/$tag" \
       --folders submissions/triton-reference submissions/tilelang-reference submissions/defects \
-      --extra --scratch /dev/shm/kg/ab --compile-timeout 300 --quick --check-slots 3 > "$OUT/$tag.txt" 2>&1)
+      --extra --scratch /dev/shm/kg/ab --compile-timeout 300 --quick "${slots[@]}" "${more[@]}" > "$OUT/$tag.txt" 2>&1)
     cp "$OUT/$tag/one/results.jsonl" "$OUT/${tag}_results.jsonl" 2>/dev/null
     cp "$OUT/$tag/benchmark.json" "$OUT/${tag}_benchmark.json" 2>/dev/null
     rm -rf "$OUT/$tag" /dev/shm/kg/ab
@@ -35,4 +42,9 @@ done
 python3 tools/compare_repeats.py "$OUT/ab-base-1_results.jsonl" "$OUT/ab-head-1_results.jsonl" \
   > "$OUT/repeat_base_vs_head.txt" 2>&1
 tail -2 "$OUT/repeat_base_vs_head.txt"
+if [ -f "$OUT/ab-variant-1_results.jsonl" ]; then
+  python3 tools/compare_repeats.py "$OUT/ab-head-1_results.jsonl" "$OUT/ab-variant-1_results.jsonl" \
+    > "$OUT/repeat_head_vs_variant.txt" 2>&1
+  tail -2 "$OUT/repeat_head_vs_variant.txt"
+fi
 ls "$OUT"
