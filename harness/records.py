@@ -430,7 +430,9 @@ class JobResult:
     phase: for a free checker process, or for the shared GPU again after an autotuning round). Parts of
     ``timing_s``: ``samples_s`` (the alternating timed calls, of which ``verify_s`` verifying a secret share
     of them), ``kernels_s`` (the profiler's table and the library's kernels), ``batches_s`` (the parent's
-    clock)."""
+    clock). Beside the scored sample set (diagnostics, the parent's clock): ``beside_build_s`` and
+    ``beside_exit_s``, seconds of other workers building or exiting on the GPU during it, outside the gate
+    (:mod:`harness.execute.activity`)."""
     base_seed: int | None = None
     """The run's base seed. Random and secret by default (candidates only ever receive the seed of
     the call they are in, just before it); stored here so ``kernelgate run --seed`` can replay the run."""

@@ -100,6 +100,8 @@ class Session:
                                   .digest())
         self._probe: Any = None
         self._shared_when_failed = False
+        self._building: int | None = None
+        """The open "build" interval of this session's worker (:mod:`harness.execute.activity`), or None."""
 
     # ------------------------------------------------------------------ records
     def _record(self, w: Any, status: Status, *, error: dict | None = None, correctness: CorrectnessStats | None = None,
@@ -270,7 +272,11 @@ class Session:
             kill_group(worker.proc)
             self._fail_rest(Status.HARNESS_ERROR, {"type": "CheckerDied", "message": str(exc)})
         finally:
+            self.dev.activity.end(self._building)
+            self._building = None
+            exiting = self.dev.activity.begin("exit")
             kill_group(worker.proc)
+            self.dev.activity.end(exiting)
             try:
                 self._probe_after_fault()
             finally:
@@ -362,6 +368,9 @@ class Session:
         self.env = dataclasses.replace(self.env, sandbox=msg.sandbox[:200])
         self.profiler = msg.profiler
         self._lap("*", "startup_s")
+        # the candidate's import, its models and its dry forward run on the GPU outside the gate: logged
+        # (harness.execute.activity) until it first asks for the device
+        self._building = self.dev.activity.begin("build")
         msg = self._recv(o.compile_timeout_s, "importing the candidate", P.Imported, P.Fatal)
         self._lap("*", "import_s")
         if isinstance(msg, P.Fatal):
@@ -377,7 +386,11 @@ class Session:
             return
         by_name = {w.name: w for w in self.t.workloads}
         for _ in self.t.workloads:
+            if self._building is None:
+                self._building = self.dev.activity.begin("build")
             msg = self._recv(o.compile_timeout_s, "building the model", P.WantDevice, P.WorkloadFatal)
+            self.dev.activity.end(self._building)
+            self._building = None
             if isinstance(msg, P.WorkloadFatal):
                 w = by_name[msg.workload]
                 if msg.error.type == "OutOfMemoryError" and self.cuda and not self.t.alone:

@@ -13,6 +13,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from harness.execute.activity import DeviceActivity
 from harness.records import EnvSnapshot
 
 
@@ -68,6 +69,9 @@ class DeviceContext:
     library_kernels: dict[str, frozenset] = field(default_factory=dict)
     """Checker context key -> names of the library op's kernels (profiled once per executor: a run, or the runs of
     a kept executor)."""
+    activity: DeviceActivity = field(default_factory=DeviceActivity)
+    """The workers' builds and exits on this device (outside its
+    gate), for the notes on a disturbed sample set."""
     quiet_library: dict[str, tuple[float, float]] = field(default_factory=dict)
     """Checker context key -> (median ms, relative IQR) of the library measured with no candidate alive."""
     lock: threading.Lock = field(default_factory=threading.Lock)

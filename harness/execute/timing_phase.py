@@ -26,6 +26,7 @@ import time
 from typing import Any
 
 from harness.execute import protocol as P
+from harness.execute.activity import describe
 from harness.execute.inputs import ROUND_TRANSFORMS, round_seed
 from harness.execute.memory import BATCH_KEEP_BYTES
 from harness.execute.options import MIN_TIMED_CHECKS
@@ -106,12 +107,14 @@ def host_running() -> int | None:
 
 
 def _settle_note(sets: list[tuple], kept: int, running: list[int | None] | None = None,
-                 paused_s: float = 0.0) -> str:
+                 paused_s: float = 0.0, beside: list[dict] | None = None) -> str:
     def said(i: int, s: tuple) -> str:
         how = f"{'was disturbed' if disturbed(s[0]) or disturbed(s[1]) else 'spread'} (relative IQR {_noise(s):.0%})"
         load = running[i] if running and i < len(running) else None
+        near = beside[i] if beside and i < len(beside) and load is not None else None
         return (how + (", its work outlived the timed stream" if s[5] else "")
-                + (f", {load} threads runnable on the host" if load is not None else ""))
+                + (f", {load} threads runnable on the host" if load is not None else "")
+                + (f", {describe(near)} on the GPU" if near is not None else ""))
     times = {2: "twice", 3: "three times"}.get(len(sets), f"{len(sets)} times")
     return (f"sampled {times}: " + "; ".join(f"the {_ORDINALS[i]} set {said(i, s)}" for i, s in enumerate(sets))
             + (f" (the GPU held idle {paused_s:.1f} s before the last)" if paused_s else "")
@@ -161,13 +164,16 @@ class TimingPhase:
         t0 = time.monotonic()
         sets: list[tuple] = []
         running: list[int | None] = []
+        beside: list[dict] = []
         paused = 0.0
         while True:
+            t_set = time.monotonic()
             got = self.sample(w, ctx, checker, cfg, lib_excess, id_base=SET_ID_BASES[len(sets)])
             if isinstance(got, judge.Failure):
                 return got, ""
             sets.append(got)
             running.append(host_running() if _unsettled(got) else None)
+            beside.append(self.s.dev.activity.overlap(t_set, time.monotonic()))
             if not self.s.cuda or len(sets) == MAX_SETS or time.monotonic() - t0 - paused > RESAMPLE_MAX_S:
                 break
             if not _unsettled(_best(sets)):
@@ -176,15 +182,18 @@ class TimingPhase:
                 time.sleep(RESAMPLE_PAUSE_S)
                 paused += RESAMPLE_PAUSE_S
         keep = _best(sets)
-        if len(self.tail_gaps) == len(sets) and w is not None:
+        phases = self.s._phases.setdefault(w.name, {}) if w is not None else {}
+        if len(self.tail_gaps) == len(sets):
             gap_c, gap_l = self.tail_gaps[sets.index(keep)]
             for name, gap in (("tail_gap_kernel_s", gap_c), ("tail_gap_library_s", gap_l)):
                 if gap is not None and gap >= 0:
-                    self.s._phases.setdefault(w.name, {})[name] = round(gap, 6)
+                    phases[name] = round(gap, 6)
+        for kind, o in beside[sets.index(keep)].items():  # neighbours' GPU work outside the gate, during the set
+            phases[f"beside_{kind}_s"] = o.seconds
         if len(sets) == 1:
             return keep, ""
         merged = (*keep[:3], sum(s[3] for s in sets), sum(s[4] for s in sets), keep[5])
-        return merged, _settle_note(sets, sets.index(keep), running, paused)
+        return merged, _settle_note(sets, sets.index(keep), running, paused, beside)
 
     def sample(self, w: Any, ctx: P.Context, checker: Any, cfg: TimingConfig, lib_excess: float,
                id_base: int = 1000):

@@ -8,6 +8,7 @@ import types
 import pytest
 
 from harness.execute import timing_phase
+from harness.execute.activity import DeviceActivity
 from harness.execute.timing_phase import (MAX_SETS, RESAMPLE_IQR, RESAMPLE_IQR_MS, SET_ID_BASES, TimingPhase,
                                            disturbed, relative_iqr)
 from harness.records import Status
@@ -25,12 +26,16 @@ def slept(monkeypatch):
     return got
 
 
-def _phase(sets, cuda=True):
-    phase = TimingPhase(types.SimpleNamespace(cuda=cuda))
+def _phase(sets, cuda=True, during=None):
+    """A phase whose sets are ``sets``; ``during(i, activity)`` runs inside the i-th set (neighbours' work)."""
+    session = types.SimpleNamespace(cuda=cuda, dev=types.SimpleNamespace(activity=DeviceActivity()), _phases={})
+    phase = TimingPhase(session)
     calls = []
 
     def sample(w, ctx, checker, cfg, lib_excess, id_base=1000):
         calls.append(id_base)
+        if during is not None:
+            during(len(calls) - 1, session.dev.activity)
         return sets[len(calls) - 1]
     phase.sample = sample
     return phase, calls
@@ -169,7 +174,8 @@ def test_the_scored_sets_tail_gaps_are_kept_for_diagnosis():
     """Each set's median end-event-to-device-end gap (both sides) is kept, and the scored set's goes into
     phase_s: the data to tell a real side stream from host latency in the worker (session 11: an honest kernel
     run alone had every set 34 us late on its side)."""
-    phase = TimingPhase(types.SimpleNamespace(cuda=True, _phases={}))
+    phase = TimingPhase(types.SimpleNamespace(cuda=True, _phases={},
+                                              dev=types.SimpleNamespace(activity=DeviceActivity())))
     sets = [_set(NOISY, NOISY), _set(QUIET, QUIET)]
     gaps = [(40e-6, 5e-6), (6e-6, 5e-6)]
 
@@ -178,7 +184,8 @@ def test_the_scored_sets_tail_gaps_are_kept_for_diagnosis():
         return sets[len(phase.tail_gaps) - 1]
     phase.sample = sample
     phase.sample_settled(types.SimpleNamespace(name="w1"), None, None, None, 1.0)
-    assert phase.s._phases["w1"] == {"tail_gap_kernel_s": 6e-06, "tail_gap_library_s": 5e-06}
+    assert phase.s._phases["w1"] == {"tail_gap_kernel_s": 6e-06, "tail_gap_library_s": 5e-06,
+                                     "beside_build_s": 0.0, "beside_exit_s": 0.0}
 
 
 def test_a_phase_that_ends_on_a_failed_verification_drops_the_checkers_other_kept_outputs():
@@ -219,3 +226,23 @@ def test_a_phase_that_ends_on_a_failed_verification_drops_the_checkers_other_kep
     assert len(kept) == 4  # one block of four, every call kept (check_share 1.0)
     (drop,) = [r for r in asked if isinstance(r, P.Drop)]
     assert drop.keep_ids == tuple(kept[2:])  # the first was verified, the second failed: the other two dropped
+
+
+def test_a_disturbed_sets_note_names_the_neighbours_building_or_exiting_beside_it():
+    """What it is for: the residual disturbances of sessions 11-12 came with few threads runnable on the host
+    (leaderboards/h200-2026-12-03-s12, run 4: a Triton GELU disturbed in all three sets, 2-3 threads runnable).
+    Workers building (models, warm inputs, dry forwards) and exiting do GPU work outside the gate; the note and
+    the record say how much of it overlapped each set, so a suite run can tell whether it explains them."""
+    def during(i, activity):
+        if i == 0:
+            activity.begin("build")  # still building when the set ends: counts up to the set's end
+            activity.end(activity.begin("exit"))
+    phase, calls = _phase([_set(NOISY, QUIET), _set(QUIET, QUIET)], during=during)
+    w = types.SimpleNamespace(name="fp16-big")
+    result, note = phase.sample_settled(w, None, None, None, 1.0)
+    assert calls == [1000, 50_000] and result[0] is QUIET and "the second is scored" in note
+    first = note.split("; the second")[0]
+    assert "1 neighbour building" in first and "1 worker exiting" in first and "on the GPU" in first
+    phases = phase.s._phases["fp16-big"]
+    # the scored (second) set: the build was still open through it, no exit in it
+    assert phases["beside_build_s"] > 0 and phases["beside_exit_s"] == 0
