@@ -424,6 +424,7 @@ class JobResult:
     ``timing_s``; the first two are shared by a candidate's workloads. Parts of ``correctness_s``
     (sums over rounds, for overhead accounting): ``forward_s`` and ``handoff_s`` (the candidate's
     forward and the saving of its outputs, as the worker reports them: untrusted, never scored),
+    ``autotune_s`` (the first round, when the dry compile reached an autotuner: the GPU held alone for it),
     ``check_s`` (the trusted checker's reply, of which ``reference_s`` computing the references,
     0 when another candidate of the run already computed them, and ``compare_s`` reading the outputs, checking
     the inputs and comparing, as the checker timed them; the rest is the round trip) and ``queue_s`` (waiting inside the

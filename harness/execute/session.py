@@ -464,9 +464,11 @@ class Session:
         hold = hold_for(None)
         for r in range(o.rounds):
             seed = round_seed(o.base_seed, w.name, r)
+            t_call = time.monotonic()
             rep = self._call(r, seed, r, hold, release=(r - 1,) if r else ())
             hold = hold_for(rep.enqueue_us or None)
             if self.lock_held == "exclusive" and first_exclusive and not self.t.alone:
+                self._add(w.name, "autotune_s", time.monotonic() - t_call)  # the GPU held alone for it
                 t_gate = time.monotonic()  # the autotuning round is over: share the GPU again
                 self._acquire("shared")
                 self._add(w.name, "queue_s", time.monotonic() - t_gate)

@@ -153,12 +153,17 @@ def test_gpu_fixtures_get_their_status(tmp_path):
 def test_bundled_kernels_pass_with_the_trusted_protocol(tmp_path):
     sub = tmp_path / "sub"
     sub.mkdir()
-    for name in ("gelu.py", "layernorm.py", "softmax.py"):
+    for name in ("gelu.py", "layernorm.py", "softmax.py", "bmm.py"):  # bmm: an autotuned Triton kernel
         (sub / name).write_text((ROOT / "submissions" / "triton-reference" / name).read_text())
     results = _run([sub], tmp_path, ("gpu",))
     assert results and all(r.status.value == "PASSED" for r in results), \
         [(r.candidate, r.workload, r.status.value, r.error.message[:300] if r.error else "") for r in results]
     for r in results:
+        # the autotuning round, the GPU held alone for it, is timed apart; so is the neighbours' work beside
+        # the scored sample set
+        if r.attempts == 1:  # a run-alone retry holds the GPU alone throughout: no round is set apart
+            assert ("autotune_s" in r.phase_s) == r.candidate.endswith("bmm.py"), (r.candidate, r.phase_s)
+        assert r.phase_s["beside_build_s"] >= 0 and r.phase_s["beside_exit_s"] >= 0
         assert r.kernels is not None and r.kernels.method == "profiler" and r.kernels.dsl_share >= 0.9, r.kernels
         assert r.verification.checked_calls >= 3 and r.verification.mismatches == 0
         assert r.trusted_timing.source == "cuda_event", r.trusted_timing
