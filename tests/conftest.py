@@ -19,7 +19,7 @@ SLOW_MODULES = frozenset({
     "execute/test_fault_injection.py", "execute/test_hostile.py", "execute/test_worker_pool.py",
     "execute/test_ray_executor.py", "execute/test_memory_admission_cpu.py", "api/test_api.py",
     "commands/test_interrupt.py", "serve/test_serve_restart.py", "serve/test_serve_engine_e2e.py",
-    "serve/test_engine_kept.py",
+    "serve/test_engine_kept.py", "serve/test_loadtest_tool.py",
 })
 
 

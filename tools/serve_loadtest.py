@@ -6,7 +6,8 @@ What it does::
        round-robin) each with a trailing comment "# loadtest variant K NONCE", so every one hashes differently
     2. a service on this machine (unless --url): kernelgate serve --results OUT/service --tokens ...
     3. C client processes; client i submits candidates i, i+C, ... in batches of --batch, then long-polls
-       ("until": "any") and notes when each result is first seen
+       ("until": "any") and notes when each result is first seen (--lockstep: each batch's results before the
+       next batch is submitted, as an RL loop's steps)
     4. checks: every candidate got its own task, every task is done with one record per workload, and
        OUT/service/results.jsonl holds each (task, workload) exactly once (nothing lost, nothing twice)
     5. the CLI: the same N files in one folder, `kernelgate run` with the same preset, GPUs and jobs
@@ -67,15 +68,31 @@ def _free_port() -> int:
 
 
 def _client(i: int, url: str, token: str, items: list[tuple[int, str, str]], batch: int, preset: str,
-            selection: dict, out, seen_path: str | None = None) -> None:
+            selection: dict, out, seen_path: str | None = None, lockstep: bool = False) -> None:
     """Submit ``items`` in batches, long-poll until every task is done, put the tasks seen on ``out``; each task
-    is also appended to ``seen_path`` as it is seen (what the parent reads if it has to stop this client)."""
+    is also appended to ``seen_path`` as it is seen (what the parent reads if it has to stop this client).
+    ``lockstep``: each batch's results are awaited before the next is submitted (an RL loop's steps)."""
     from harness.serve.client import ServiceClient
 
     log = open(seen_path, "a", encoding="utf-8") if seen_path else None
     try:
         with ServiceClient(url, token, submit_timeout_s=3600) as kg:
             submitted: dict[str, tuple[int, float]] = {}
+            seen: dict[str, dict] = {}
+
+            def wait_for(pending: list[str]) -> None:
+                while pending:
+                    for v in kg.query(pending, wait_s=30, until="any", include=("records",)):
+                        if v["state"] == "done" and v["task_id"] not in seen:
+                            seen[v["task_id"]] = {"task_id": v["task_id"], "k": submitted[v["task_id"]][0],
+                                                  "submitted": submitted[v["task_id"]][1], "seen_done": time.time(),
+                                                  "server_latency_s": v["latency_s"], "statuses": v["statuses"],
+                                                  "records": len(v["records"]), "workloads": v["workloads"]}
+                            if log is not None:
+                                log.write(json.dumps(seen[v["task_id"]]) + "\n")
+                                log.flush()
+                    pending = [t for t in pending if t not in seen]
+
             for start in range(0, len(items), batch):
                 chunk = items[start:start + batch]
                 t = time.time()
@@ -83,19 +100,9 @@ def _client(i: int, url: str, token: str, items: list[tuple[int, str, str]], bat
                                       generator="loadtest", generator_version=f"client-{i}", **selection)
                 for (k, _, _), tid in zip(chunk, ids):
                     submitted[tid] = (k, t)
-            seen: dict[str, dict] = {}
-            pending = list(submitted)
-            while pending:
-                for v in kg.query(pending, wait_s=30, until="any", include=("records",)):
-                    if v["state"] == "done" and v["task_id"] not in seen:
-                        seen[v["task_id"]] = {"task_id": v["task_id"], "k": submitted[v["task_id"]][0],
-                                              "submitted": submitted[v["task_id"]][1], "seen_done": time.time(),
-                                              "server_latency_s": v["latency_s"], "statuses": v["statuses"],
-                                              "records": len(v["records"]), "workloads": v["workloads"]}
-                        if log is not None:
-                            log.write(json.dumps(seen[v["task_id"]]) + "\n")
-                            log.flush()
-                pending = [t for t in pending if t not in seen]
+                if lockstep:
+                    wait_for(list(ids))
+            wait_for(list(submitted))
             out.put({"client": i, "tasks": list(seen.values()), "throttled": kg.throttled, "error": None})
     except Exception as exc:  # noqa: BLE001 - reported by the parent, which fails the run
         out.put({"client": i, "tasks": [], "throttled": 0, "error": f"{type(exc).__name__}: {exc}"})
@@ -182,7 +189,7 @@ def run_service_side(args, cands, out: Path) -> tuple[subprocess.Popen | None, d
     q = ctx.Queue()
     items = [(k, pid, src) for k, (pid, _, src) in enumerate(cands)]
     procs = [ctx.Process(target=_client, args=(i, url, token, items[i::args.clients], args.batch, args.preset,
-                                               selection, q, str(out / f"seen-{i}.jsonl")))
+                                               selection, q, str(out / f"seen-{i}.jsonl"), args.lockstep))
              for i in range(args.clients)]
     deadline = time.monotonic() + args.deadline_s if args.deadline_s else None
     for p in procs:
@@ -278,6 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     ap.add_argument("--gpus", help="GPU indices for the service and the CLI, e.g. 0,1")
     ap.add_argument("--jobs", type=int, help="jobs per GPU for both (default: the service's default, 12 per GPU)")
+    ap.add_argument("--lockstep", action="store_true",
+                    help="each client awaits a batch's results before submitting its next, as an RL loop's steps do "
+                         "(latency is then a step's; default: every batch submitted at once, a burst)")
     ap.add_argument("--batch-max", type=int, default=BATCH_MAX,
                     help=f"the service's --batch-max (default {BATCH_MAX}, the service's own)")
     ap.add_argument("--preset", default="quick", choices=("quick", "standard", "thorough"))
@@ -305,7 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     cands = candidates(args.n, nonce)
     print(f"{len(cands)} candidates ({len({c[0] for c in cands})} problems), {args.clients} client processes, "
           f"preset {args.preset}, device {args.device}", file=sys.stderr)
-    report = {"n": args.n, "clients": args.clients, "batch": args.batch, "device": args.device, "gpus": args.gpus,
+    report = {"n": args.n, "clients": args.clients, "batch": args.batch, "lockstep": args.lockstep,
+              "device": args.device, "gpus": args.gpus,
               "preset": args.preset, "nonce": nonce, "service": None, "cli": None}
     service = None
     if not args.no_service:
