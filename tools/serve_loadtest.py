@@ -168,6 +168,28 @@ def run_service_side(args, cands, out: Path) -> tuple[subprocess.Popen | None, d
         log = open(out / "service.log", "ab")
         proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
+    try:
+        return proc, _measure(args, cands, out, url, token, proc)
+    except BaseException:  # a failed load test (a client that cannot start, ^C) never leaves its service running
+        stop_service(proc)
+        raise
+
+
+def stop_service(proc: subprocess.Popen | None) -> None:
+    """Stop the service this script started (None: it used one running elsewhere)."""
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+
+
+def _measure(args, cands, out: Path, url: str, token: str, proc: subprocess.Popen | None) -> dict:
+    """Wait for the service, run the clients, check what they and results.jsonl saw; the report."""
+    results = out / "service"
+    if proc is not None:
         import httpx
 
         deadline = time.monotonic() + 900
@@ -224,7 +246,7 @@ def run_service_side(args, cands, out: Path) -> tuple[subprocess.Popen | None, d
     for t in tasks:
         for s in t["statuses"].values():
             statuses[s] = statuses.get(s, 0) + 1
-    return proc, {"url": url, "complete": complete, "records": records, "span_s": round(span, 2),
+    return {"url": url, "complete": complete, "records": records, "span_s": round(span, 2),
             "evaluations_per_hour": round(records / span * 3600, 1) if span else None,
             "candidates_per_hour": round(len(tasks) / span * 3600, 1) if span else None,
             "latency_s": {"p50": _pct(lat, 0.5), "p99": _pct(lat, 0.99), "max": max(lat) if lat else None,
@@ -323,9 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         proc, service = run_service_side(args, cands, out)
         report["service"] = service
         (out / "loadtest.json").write_text(json.dumps(report, indent=2) + "\n")  # kept if stopping the service is cut
-        if proc is not None:
-            proc.terminate()
-            proc.wait(timeout=120)
+        stop_service(proc)
     cli = None if args.no_cli else run_cli_side(args, cands, out)
     report["cli"] = cli
     (out / "loadtest.json").write_text(json.dumps(report, indent=2) + "\n")
