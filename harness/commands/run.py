@@ -157,6 +157,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.yes_execute:
         raise SystemExit("kernelgate: error: running candidates executes their code (sandboxed, see README "
                          "'Security'); pass --yes-execute to confirm")
+    if args.spawn == "fork" and args.executor == "local":
+        from harness.execute import forkserver
+
+        forkserver.start_early(device)  # its imports overlap the problems' loading and the calibration's
     reg = load_registry_from_args(args)
     _check_selection(args, reg)
     time_kernels = timing_default(device) if args.timing is None else args.timing
@@ -170,6 +174,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         keep_scratch=args.keep_scratch, scratch_root=Path(args.scratch) if args.scratch else None,
         precompile=not args.no_precompile, sandbox=not args.no_sandbox, check_slots=args.check_slots,
         gpu_memory_fraction=args.gpu_memory_fraction, prestart=not args.no_prestart, handoff=args.handoff,
+        spawn=args.spawn,
         mode=args.mode, baseline=args.baseline, max_file_bytes=args.max_file_mib << 20,
     )
     snap = envmod.snapshot(device, gpus[0])
@@ -206,6 +211,12 @@ def cmd_run(args: argparse.Namespace) -> int:
           f"--seed {opts.base_seed} replays these inputs)")
     if outcome.skipped:
         print(f"{len(outcome.skipped)} candidate(s) already recorded, skipped (--rerun to evaluate again)")
+    if opts.spawn == "fork":
+        from harness.execute import forkserver
+
+        if forkserver.fallbacks():
+            print(f"warning: {forkserver.fallbacks()} worker(s) started with exec: the fork server could not fork "
+                  f"them ({forkserver.last_problem()})", file=sys.stderr)
     if ceilings:
         print(f"ceilings ({'cached' if ceilings.get('cached') else 'measured now'}): "
               f"DRAM {ceilings['dram_bytes_per_s'] / 1e12:.3g} TB/s; "
@@ -316,6 +327,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-prestart", action="store_true", help="start each candidate's worker only when the candidate's "
                    "turn comes (default: keep two pre-started per job on each device, at most 8 and never more than "
                    "candidates are left; each is still used for one candidate only)")
+    p.add_argument("--spawn", choices=("fork", "exec"), default=DEFAULTS.spawn,
+                   help="how workers start: 'fork' (default) from a fork server that imported torch and Triton once "
+                        "(each worker still applies its own limits, sandbox and audit hooks before its candidate); "
+                        "'exec' starts a fresh interpreter for each")
     p.add_argument("--gpu-memory-fraction", type=float, default=DEFAULTS.gpu_memory_fraction, metavar="F",
                    help=f"GPU: share of the device memory one candidate's allocator may hold (default "
                         f"{DEFAULTS.gpu_memory_fraction:g}; 1 = no cap)")

@@ -115,7 +115,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                 problem_paths=[p.path for p in reg],
                                 sandbox=not args.no_sandbox, check_slots=args.check_slots, seed=args.seed,
                                 compile_timeout_s=args.compile_timeout, round_timeout_s=args.round_timeout,
-                                timing_timeout_s=args.timing_timeout, prestart=not args.no_prestart)
+                                timing_timeout_s=args.timing_timeout, prestart=not args.no_prestart,
+                                spawn=args.spawn)
     except RuntimeError as exc:
         raise SystemExit(f"kernelgate: error: {exc}")
     config = ServiceConfig(
@@ -173,6 +174,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     eng.add_argument("--round-timeout", type=float, default=120.0, help="seconds per correctness round")
     eng.add_argument("--timing-timeout", type=float, default=300.0, help="seconds for the timing phase")
     eng.add_argument("--no-prestart", action="store_true", help="no pre-started workers (see kernelgate run --help)")
+    eng.add_argument("--spawn", choices=("fork", "exec"), default="fork",
+                     help="how workers start: forked from a fork server (default) or exec (see kernelgate run --help)")
     eng.add_argument("--no-sandbox", action="store_true", help="no Landlock sandbox in the workers (recorded)")
     eng.add_argument("--tau-lib", type=float, default=0.8, help="E_lib gate (default 0.8)")
     eng.add_argument("--tau-roof-memory", type=float, default=0.5, help="U_roof gate, memory-bound (default 0.5)")

@@ -173,7 +173,7 @@ class LocalExecutor:
 def _kept_key(opts: RunOptions) -> tuple:
     """The options a LocalExecutor's processes, gates and plans are built from (a run with others needs a new one)."""
     return (opts.device, tuple(opts.gpus), opts.jobs, opts.check_slots, opts.sandbox, opts.max_file_bytes,
-            opts.cpu_threads, opts.prestart, str(opts.scratch_root), opts.memory_margin, opts.keep_scratch)
+            opts.cpu_threads, opts.prestart, opts.spawn, str(opts.scratch_root), opts.memory_margin, opts.keep_scratch)
 
 
 MAX_SHARED_RUNS = 2

@@ -43,6 +43,9 @@ class RunOptions:
     """GPU: share of the device's memory one worker's caching allocator may hold."""
     prestart: bool = True
     """Keep pre-started workers ready (interpreter, sandbox, torch, CUDA context) so candidates do not wait for them."""
+    spawn: str = "fork"
+    """How workers start: ``fork`` (from this run's fork server, a process that has already imported torch:
+    :mod:`harness.execute.forkserver`; ``exec`` where it cannot) or ``exec`` (a fresh interpreter each)."""
     check_slots: int = 3
     """GPU: candidates whose correctness rounds may share one device at once (timing is always exclusive)."""
     handoff: str = "ipc"
@@ -64,6 +67,10 @@ class RunOptions:
     thread wake-ups on a loaded machine (and a candidate cannot change the library's)."""
     memory_margin: float = 0.1
     """GPU: share of device memory never reserved by admission (fragmentation, CUDA contexts' growth)."""
+
+    def __post_init__(self) -> None:
+        if self.spawn not in ("fork", "exec"):
+            raise ValueError(f"RunOptions.spawn: {self.spawn!r} is neither 'fork' nor 'exec'")
 
 
 MIN_TIMED_CHECKS = 3

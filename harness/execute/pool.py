@@ -12,7 +12,10 @@ Given the device's gate, a worker makes its CUDA context and profiler only
 while the pool holds a background place in it for the worker (:func:`harness.execute.process.wait_ready`):
 never while a workload on that GPU is timed.
 Nothing about the candidate is known to the worker before its spec, so the
-isolation guarantees are those of a freshly spawned worker.
+isolation guarantees are those of a freshly spawned worker. Workers are forked
+from the run's fork server (:mod:`harness.execute.forkserver`) unless the run
+says ``--spawn exec``: the import of torch and Triton, 5.3 s of a warm-up on
+session 12's H200 host, is then paid once per run.
 
 A worker counts as idle only once it has written its warm line
 (:func:`harness.execute.protocol.warm_line`, with the seconds each warm-up
@@ -49,6 +52,12 @@ def default_max_starting() -> int:
     """Workers warming up at once: twice this machine's cores, at least 4 (in effect no limit below a pool's
     usual size: fewer starved the runs that were measured, see the module docstring)."""
     return max(4, 2 * (os.cpu_count() or 2))
+
+
+def _forked(w: WorkerProc) -> bool:
+    from harness.execute.forkserver import ForkedProc
+
+    return isinstance(w.proc, ForkedProc)
 
 
 class Demand:
@@ -96,6 +105,7 @@ class WorkerPool:
         self._warming: list[WorkerProc] = []  # spawned, warm line not read yet: close() kills them too
         self._starting = 0
         self._failed_in_a_row = 0
+        self._fork_failed = ""  # why the last forked worker did not warm up, until an exec start tells why
         self._closed = False
         self._lock = threading.Condition()
         self._fill()
@@ -123,20 +133,32 @@ class WorkerPool:
     def _spawn(self) -> None:
         w = None
         warm = False
+        with self._lock:
+            fork = self.o.spawn == "fork" and not self._fork_failed
         try:
             w = spawn_worker(make_scratch(self.root, f"{self.tag}-pool"), self.o.device, self.gpu, self.prestart,
-                             self.o.cpu_threads, cpus=self.cpus)
+                             self.o.cpu_threads, cpus=self.cpus, fork=fork)
             with self._lock:
                 self._warming.append(w)
                 closed = self._closed
             warm = not closed and wait_ready(w, self.warm_timeout_s, self.gate)  # the pipe ends if close() kills it
         except OSError:
             pass
+        forked = w is not None and _forked(w)
         with self._lock:
             if w is not None and w in self._warming:
                 self._warming.remove(w)
             self._starting -= 1
-            self._failed_in_a_row = 0 if warm else self._failed_in_a_row + 1
+            if forked and not warm and not self._closed:
+                # not counted: the next start is by exec, and tells a broken fork image from a broken setting
+                self._fork_failed = f"a forked worker did not warm up: {w.err_buf.text()[-300:]!r}"
+            else:
+                self._failed_in_a_row = 0 if warm else self._failed_in_a_row + 1
+                if not fork and self._fork_failed:
+                    if warm:  # exec works where fork did not: the fork server's image is unusable here
+                        self._give_up_forking(self._fork_failed)
+                    else:  # exec fails too: the settings or the machine, not the fork; forking goes on
+                        self._fork_failed = ""
             if warm and w is not None and not self._closed:
                 self._idle.append(w)
                 w = None
@@ -144,6 +166,14 @@ class WorkerPool:
         if w is not None:
             w.discard()
         self._fill()
+
+    @staticmethod
+    def _give_up_forking(why: str) -> None:
+        """Every later worker of this process is started with exec (a library the fork server imported broke
+        its children here, say); the pool's own flag stays set, so this pool never forks again either."""
+        from harness.execute import forkserver
+
+        forkserver.give_up(why)
 
     def take(self, wait_s: float = 120.0) -> WorkerProc | None:
         """A pre-started, warm worker (oldest first), or None; either way a replacement starts.

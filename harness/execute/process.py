@@ -279,17 +279,40 @@ def wait_ready(w: "WorkerProc", timeout_s: float, gate: Any = None) -> bool:
 
 
 def spawn_worker(scratch: Path, device: str, gpu: int | None, prestart: dict | None = None,
-                 threads: int = 1, cpus: Any = None) -> WorkerProc:
-    """Start ``python -m harness.execute.worker`` in ``scratch``: fresh interpreter, scrubbed env, own session;
-    kept off the timed pair's cores when ``cpus`` (a :class:`harness.execute.cpus.CpuPlan`) is given."""
+                 threads: int = 1, cpus: Any = None, fork: bool = False) -> WorkerProc:
+    """Start ``python -m harness.execute.worker`` in ``scratch``: a fresh interpreter, scrubbed env, own session;
+    kept off the timed pair's cores when ``cpus`` (a :class:`harness.execute.cpus.CpuPlan`) is given.
+
+    ``fork``: ask this process's fork server (:mod:`harness.execute.forkserver`) for it instead, a child of a
+    process that has already imported torch; where it cannot, the worker is started with exec as above."""
     p2c_r, p2c_w = os.pipe()
     c2p_r, c2p_w = os.pipe()
-    argv = [sys.executable, "-m", "harness.execute.worker", "--in-fd", str(p2c_r), "--out-fd", str(c2p_w)]
-    if prestart is not None:
-        argv += ["--prestart", json.dumps(prestart)]
+    args = ["--prestart", json.dumps(prestart)] if prestart is not None else []
+    env = scrubbed_env(scratch, device, gpu, threads)
+    proc: Any = None
     try:
-        proc = popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                     pass_fds=(p2c_r, c2p_w), cwd=scratch, env=scrubbed_env(scratch, device, gpu, threads))
+        if fork:
+            from harness.execute import forkserver
+
+            server = forkserver.server_for(device, threads)
+            if server is not None:
+                try:
+                    proc = server.spawn(args, scratch, env, p2c_r, c2p_w)
+                    with _LIVE_LOCK:
+                        LIVE.add(proc)
+                except forkserver.ForkServerError as exc:
+                    forkserver.note_fallback(str(exc)[:300])
+            else:
+                forkserver.note_fallback()
+        if proc is None:
+            argv = [sys.executable, "-m", "harness.execute.worker", "--in-fd", str(p2c_r), "--out-fd", str(c2p_w),
+                    *args]
+            proc = popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         pass_fds=(p2c_r, c2p_w), cwd=scratch, env=env)
+    except BaseException:
+        os.close(p2c_w)
+        os.close(c2p_r)
+        raise
     finally:
         os.close(p2c_r)
         os.close(c2p_w)

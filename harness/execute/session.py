@@ -227,7 +227,8 @@ class Session:
         if worker is None:
             root = Path(self.o.scratch_root or os.environ.get("TMPDIR", "/tmp")).resolve()
             worker = spawn_worker(make_scratch(root, f"{run_tag(self.dev.run_id)}-{self.c.sha256[:12]}"), self.o.device,
-                                  self.dev.gpu, threads=self.o.cpu_threads, cpus=self.dev.cpus)
+                                  self.dev.gpu, threads=self.o.cpu_threads, cpus=self.dev.cpus,
+                                  fork=self.o.spawn == "fork")
         self.worker_pid = worker.proc.pid
         for k, v in (worker.warm_s or {}).items():
             self._add("*", f"warm_{k}", v)

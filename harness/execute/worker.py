@@ -1,7 +1,9 @@
 """The candidate worker: the only process that imports candidate code.
 
-Started by the parent as a fresh interpreter (``python -m harness.execute.worker
---in-fd R --out-fd W``) in the candidate's scratch folder, with stdin closed and
+Started by the parent (``python -m harness.execute.worker --in-fd R --out-fd W``),
+or forked by the run's fork server (:mod:`harness.execute.zygote`, which has
+imported torch and Triton but never holds anything of a run) and entering
+:func:`main` the same way, in the candidate's scratch folder, with stdin closed and
 stdout/stderr drained into capped buffers. The conversation is defined in
 :mod:`harness.execute.protocol`; this module carries it out.
 

@@ -104,6 +104,8 @@ class EngineConfig:
     round_timeout_s: float = 120.0
     timing_timeout_s: float = 300.0
     prestart: bool = True
+    spawn: str = "fork"
+    """``fork`` (workers forked from a fork server) or ``exec``: :attr:`harness.execute.options.RunOptions.spawn`."""
     keep_executor: bool = False
     """With ``executor="local"``: keep the checkers and pre-started workers up between runs (a service lane;
     :class:`harness.execute.local.KeptExecutor`), in ``scratch_root/kept``, until :meth:`Engine.close`."""
@@ -216,7 +218,8 @@ class Engine:
             cfg.device, gpus=cfg.gpus, base_seed=seed, jobs=max(1, cfg.jobs),
             scratch_root=cfg.scratch_root / "kept" if keeper is not None else root / "scratch",
             sandbox=cfg.sandbox, check_slots=cfg.check_slots, compile_timeout_s=cfg.compile_timeout_s,
-            round_timeout_s=cfg.round_timeout_s, timing_timeout_s=cfg.timing_timeout_s, prestart=cfg.prestart)
+            round_timeout_s=cfg.round_timeout_s, timing_timeout_s=cfg.timing_timeout_s, prestart=cfg.prestart,
+            spawn=cfg.spawn)
         problems = {it.problem.id: it.problem for it in items}
         req = EvalRequest(
             submissions=sorted(set(folders.values())), registry=Registry(problems=problems), out_dir=root / "out",

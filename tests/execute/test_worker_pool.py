@@ -173,8 +173,9 @@ def test_warm_line_round_trip_and_garbage():
 
 def test_close_ends_workers_still_warming_up(tmp_path):
     """Bug it stops: close() killed only the warm workers; those still warming up finished their warm-up (seconds
-    of CPU each) after the run had ended, beside whatever ran next."""
-    opts = RunOptions(device="cpu", sandbox=False)
+    of CPU each) after the run had ended, beside whatever ran next. (Started with exec: a forked worker is warm
+    too soon to be caught warming up.)"""
+    opts = RunOptions(device="cpu", sandbox=False, spawn="exec")
     problem = load_registry().get("gelu").path
     pool = WorkerPool(opts, None, tmp_path, "c", [problem], size=2, max_starting=2)
     t0 = time.monotonic()

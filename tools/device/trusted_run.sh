@@ -7,11 +7,14 @@
 #             the status each must get, budget KG_FIX_S (default 300 s); then the exploits whose trick fires only
 #             at GPU-sized workloads at those workloads (tools/check_fixture_statuses.py --targets), KG_FIXT_S (150 s)
 #   suite     the whole bundled suite (--quick, 12 jobs: evaluations per GPU-hour), budget KG_SUITE_S (220 s)
+#   suite_exec  the same with every worker started by exec (--spawn exec), compared with the first suite: what
+#             the fork server buys on this machine
 #   bench     the Triton references of 10 problems one at a time and 12 at a time (full protocol: harness
 #             overhead per candidate, and the seq-vs-pipelined repeatability of the medians), KG_BENCH_S (230 s)
 #   trace     the same 10 problems one at a time only, then where each alternating pair's time went
 #             (tools/pair_costs.py: round trips, inputs, kernels, holds), about 2 minutes
 #   part1 = tests fixtures; part2 = suite bench (the session 7 commands)
+# KG_PACK=1 packs everything in $OUT into $OUT/evidence.tgz at the end (a device command returns 8 files at most).
 # Usage on the device machine, from the repo root, carrying .device (TileLang):
 #   bash tools/device/trusted_run.sh tests suite      then      bash tools/device/trusted_run.sh fixtures bench
 # The calibration is cached under /tmp/kg-cache, so a later command on the same (warm) machine reuses it.
@@ -67,22 +70,23 @@ elif [ "$part" = trace ]; then
   cp "$OUT/trace/seq/results.jsonl" "$OUT/trace_seq_results.jsonl" 2>/dev/null
   rm -rf "$OUT/trace"
   tail -4 "$OUT/trace.txt"; cat "$OUT/pair_costs.txt"
-elif [ "$part" = suite ]; then
+elif [ "$part" = suite ] || [ "$part" = suite_exec ]; then
   # a second suite in one command is suite2, and its medians are compared with the first's
   tag=suite; [ -f "$OUT/suite_results.jsonl" ] && tag=suite2
+  more=(); [ "$part" = suite_exec ] && { tag=suite_exec; more=(--spawn exec); }
   stamp "$tag"
   timeout ${KG_SUITE_S:-220} python3 tools/benchmark_throughput.py --configs one:12:0 --out "$OUT/$tag" \
     --folders submissions/triton-reference submissions/tilelang-reference submissions/defects \
-    --extra --scratch $scratch/s --compile-timeout 300 --quick --check-slots 3 > "$OUT/$tag.txt" 2>&1
+    --extra --scratch $scratch/s --compile-timeout 300 --quick --check-slots 3 "${more[@]}" > "$OUT/$tag.txt" 2>&1
   cp "$OUT/$tag/one/results.jsonl" "$OUT/${tag}_results.jsonl" 2>/dev/null
   cp "$OUT/$tag/benchmark.json" "$OUT/${tag}_benchmark.json" 2>/dev/null
   python3 tools/pair_costs.py "$OUT/$tag/one" > "$OUT/pair_costs_$tag.txt" 2>&1
   rm -rf "$OUT/$tag"
   tail -12 "$OUT/$tag.txt"
-  if [ "$tag" = suite2 ]; then
-    python3 tools/compare_repeats.py "$OUT/suite_results.jsonl" "$OUT/suite2_results.jsonl" \
-      > "$OUT/repeat_suite_vs_suite2.txt" 2>&1
-    tail -2 "$OUT/repeat_suite_vs_suite2.txt"
+  if [ "$tag" != suite ] && [ -f "$OUT/suite_results.jsonl" ]; then
+    python3 tools/compare_repeats.py "$OUT/suite_results.jsonl" "$OUT/${tag}_results.jsonl" \
+      > "$OUT/repeat_suite_vs_$tag.txt" 2>&1
+    tail -2 "$OUT/repeat_suite_vs_$tag.txt"
   fi
 elif [ "$part" = bench ]; then
   stamp "bench (10 problems, seq and pipelined)"
@@ -101,3 +105,10 @@ else
 fi
 done
 stamp "done"; ls "$OUT"
+# at most 8 files come back from a device command: everything in one archive
+if [ -n "${KG_PACK:-}" ]; then
+  (cd "$OUT" && find . -maxdepth 1 -type f ! -name evidence.tgz -printf '%P\n' | tar -czf evidence.tgz -T - \
+    && find . -maxdepth 1 -type f ! -name evidence.tgz -delete && find . -mindepth 1 -maxdepth 1 -type d \
+    -exec rm -rf {} +)
+  ls -la "$OUT"
+fi
