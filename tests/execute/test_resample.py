@@ -177,7 +177,7 @@ def test_the_scored_sets_tail_gaps_are_kept_for_diagnosis():
     phase = TimingPhase(types.SimpleNamespace(cuda=True, _phases={},
                                               dev=types.SimpleNamespace(activity=DeviceActivity())))
     sets = [_set(NOISY, NOISY), _set(QUIET, QUIET)]
-    gaps = [(40e-6, 5e-6), (6e-6, 5e-6)]
+    gaps = [{"kernel": 40e-6, "library": 5e-6}, {"kernel": 6e-6, "library": 5e-6, "pair_extra": -1e-6}]
 
     def sample(w, ctx, checker, cfg, lib_excess, id_base=1000):
         phase.tail_gaps.append(gaps[len(phase.tail_gaps)])
@@ -185,7 +185,22 @@ def test_the_scored_sets_tail_gaps_are_kept_for_diagnosis():
     phase.sample = sample
     phase.sample_settled(types.SimpleNamespace(name="w1"), None, None, None, 1.0)
     assert phase.s._phases["w1"] == {"tail_gap_kernel_s": 6e-06, "tail_gap_library_s": 5e-06,
-                                     "beside_build_s": 0.0, "beside_exit_s": 0.0}
+                                     "tail_gap_pair_extra_s": -1e-06, "beside_build_s": 0.0, "beside_exit_s": 0.0}
+
+
+def test_tail_gap_stats_floor_and_pairs():
+    """The floor (10th percentile) of each side's gaps and the pairwise extra: a disturbance in part of a set
+    moves the candidate's median gap but not its floor; a side stream moves both."""
+    from harness.execute.timing_phase import tail_gap_stats
+
+    stream = [0.1] * 20
+    disturbed = [0.1 + (0.06 if i >= 8 else 0.01) for i in range(20)]  # late 60 us in 12 of 20 calls
+    lib = [0.11] * 20
+    st = tail_gap_stats(stream, disturbed, stream, lib)
+    assert abs(st["kernel"] - 60e-6) < 1e-9 and abs(st["kernel_p10"] - 10e-6) < 1e-9
+    assert abs(st["library_p10"] - 10e-6) < 1e-9 and abs(st["pair_extra"] - 50e-6) < 1e-9
+    side = tail_gap_stats(stream, [0.4] * 20, stream, lib)
+    assert abs(side["kernel_p10"] - 300e-6) < 1e-9
 
 
 def test_a_phase_that_ends_on_a_failed_verification_drops_the_checkers_other_kept_outputs():
