@@ -118,7 +118,13 @@ def _spawn(sock: socket.socket, req: dict, fds: list[int]) -> None:
         _child(req, fds)
     for fd in fds:
         os.close(fd)
-    pidfd = os.pidfd_open(pid)  # before any reap: the parent's handle can never name a reused pid
+    try:
+        pidfd = os.pidfd_open(pid)  # before any reap: the parent's handle can never name a reused pid
+    except OSError as exc:  # a kernel without pidfds: this child cannot be handed over safely
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        _send(sock, {"op": "error", "message": f"pidfd_open failed ({exc})"})
+        return
     try:
         _send(sock, {"op": "spawned", "pid": pid}, [pidfd])
     finally:
