@@ -392,13 +392,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-fd", type=int, required=True)
     parser.add_argument("--prestart", metavar="JSON", help="pre-started worker: lock down and warm up with these "
                         "settings (device, sandbox, max_file_bytes, problem_paths, cpu_threads), then wait for the spec")
+    parser.add_argument("--watch-pid", type=int, help="the process whose end ends this worker (default: its "
+                        "parent; a forked worker's is the harness, not the fork server)")
     args = parser.parse_args(argv)
 
     from harness.execute import warmup
     from harness.execute.channel import Endpoint
     from harness.execute.lifeline import watch_parent
 
-    watch_parent()
+    watch_parent(pid=args.watch_pid)
     pre = json.loads(args.prestart) if args.prestart else None
     sandbox, warm = "", None
     if pre is not None:

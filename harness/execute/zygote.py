@@ -62,8 +62,9 @@ def _close_all_but(keep: set[int]) -> None:
                 pass
 
 
-def _child(req: dict, fds: list[int]) -> None:
-    """In the forked child: become a worker; never returns into the server's loop."""
+def _child(req: dict, fds: list[int], harness: int) -> None:
+    """In the forked child: become a worker that lives as long as ``harness`` does (not only the server);
+    never returns into the server's loop."""
     code = 1
     try:
         in_fd, out_fd, out_w, err_w = fds
@@ -82,7 +83,8 @@ def _child(req: dict, fds: list[int]) -> None:
         sys.argv = ["harness.execute.worker", *req["args"]]
         from harness.execute import worker
 
-        code = worker.main(["--in-fd", str(in_fd), "--out-fd", str(out_fd), *req["args"]])
+        code = worker.main(["--in-fd", str(in_fd), "--out-fd", str(out_fd), "--watch-pid", str(harness),
+                            *req["args"]])
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:  # noqa: BLE001 - whatever it was, the child must not return into the loop
@@ -99,7 +101,7 @@ def _child(req: dict, fds: list[int]) -> None:
         os._exit(code if isinstance(code, int) else 1)
 
 
-def _spawn(sock: socket.socket, req: dict, fds: list[int]) -> None:
+def _spawn(sock: socket.socket, req: dict, fds: list[int], harness: int) -> None:
     if len(fds) != 4:
         for fd in fds:
             os.close(fd)
@@ -115,7 +117,7 @@ def _spawn(sock: socket.socket, req: dict, fds: list[int]) -> None:
         stream.flush()
     pid = os.fork()
     if pid == 0:
-        _child(req, fds)
+        _child(req, fds, harness)
     for fd in fds:
         os.close(fd)
     try:
@@ -173,7 +175,7 @@ def serve(sock: socket.socket, parent: int) -> int:
             _send(sock, {"op": "error", "message": "malformed request"})
             continue
         if op == "spawn":
-            _spawn(sock, req, fds)
+            _spawn(sock, req, fds, parent)
         elif op == "reap":
             _reap(sock, int(req["pid"]))
         else:

@@ -115,7 +115,7 @@ def test_server_refuses_to_fork_with_threads():
     t.start()
     fds = [os.open(os.devnull, os.O_RDONLY) for _ in range(4)]
     try:
-        zygote._spawn(theirs, {"op": "spawn", "cwd": "/", "env": {}, "args": []}, fds)
+        zygote._spawn(theirs, {"op": "spawn", "cwd": "/", "env": {}, "args": []}, fds, os.getpid())
         reply = ours.recv(4096)
     finally:
         stop.set()
@@ -170,3 +170,23 @@ def test_pool_gives_up_forking_when_a_forked_worker_cannot_warm_up(tmp_path, mon
         forkserver.close_all()
     assert forkserver.server_for("cpu") is not None  # closing every server starts afresh
     forkserver.close_all()
+
+
+def test_workers_outlive_their_fork_server(tmp_path):
+    """Bug it stops: a forked worker's lifeline watched its parent, the server, so a candidate that killed the
+    server (where neither the audit hooks nor Landlock's signal scope stop it) ended every other candidate's
+    worker, and those candidates were recorded as crashed. A forked worker watches the harness instead (the
+    exploit: tests/execute/fixtures/hostile/gelu__kill_fork_server.py)."""
+    a, b = _forked(tmp_path), _forked(tmp_path)
+    server = forkserver.server_for("cpu")
+    try:
+        kill_group(server.proc)
+        time.sleep(2.5)  # more than two lifeline intervals
+        assert a.proc.poll() is None and b.proc.pid and os.path.exists(f"/proc/{b.proc.pid}")
+        with open(f"/proc/{a.proc.pid}/stat") as f:
+            assert f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    finally:
+        for w in (a, b):
+            os.killpg(w.proc.pid, 9)
+            w.close_fds()
+        forkserver.close_all()
