@@ -12,6 +12,7 @@
 # Usage on the device machine, from the repo root, carrying .device and .ab (each suite about 120 s):
 #   KG_AB_ROUNDS=1 bash tools/device/ab_suite.sh
 #   KG_AB_VARIANT="--check-slots 4" bash tools/device/ab_suite.sh
+# KG_PACK=1 packs $OUT into $OUT/evidence.tgz at the end (a device command returns 8 files at most).
 set -uo pipefail
 OUT="${OUT:-/tmp/kg-out}"
 export KERNELGATE_CACHE=/tmp/kg-cache
@@ -48,3 +49,10 @@ if [ -f "$OUT/ab-variant-1_results.jsonl" ]; then
   tail -2 "$OUT/repeat_head_vs_variant.txt"
 fi
 ls "$OUT"
+# at most 8 files come back from a device command: KG_PACK=1 packs everything into one archive
+if [ -n "${KG_PACK:-}" ]; then
+  (cd "$OUT" && find . -maxdepth 1 -type f ! -name evidence.tgz -printf '%P\n' | tar -czf evidence.tgz -T - \
+    && find . -maxdepth 1 -type f ! -name evidence.tgz -delete && find . -mindepth 1 -maxdepth 1 -type d \
+    -exec rm -rf {} +)
+  ls -la "$OUT"
+fi
