@@ -48,7 +48,9 @@ class ForkServer:
         from harness.execute.process import CappedBuffer, drain, popen, scrubbed_env
 
         self.device, self.threads = device, threads
-        self.scratch = Path(tempfile.mkdtemp(prefix="kg-forkserver-"))
+        from harness.execute.zygote import FOLDER_PREFIX
+
+        self.scratch = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
         for sub in ("home", "tmp", "cache"):
             (self.scratch / sub).mkdir()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)

@@ -39,6 +39,8 @@ WARM_MODULES = ("torch", "triton", "numpy", "harness.execute.worker", "harness.e
 """What a worker imports before its candidate (:func:`harness.execute.warmup.warm_up`), imported here once."""
 
 EXIT_ORPHANED = 70
+FOLDER_PREFIX = "kg-forkserver-"
+"""The server's own folder (home, caches, temporary files) is a temporary folder named so."""
 
 
 def threads() -> int:
@@ -201,7 +203,20 @@ def main(argv: list[str] | None = None) -> int:
             failed = failed or f"{name}: {type(exc).__name__}: {exc}"[:300]
     _send(sock, {"op": "ready", "import_s": round(time.perf_counter() - t0, 3), "threads": threads(),
                  "failed": failed})
-    return serve(sock, parent)
+    try:
+        return serve(sock, parent)
+    finally:
+        _remove_own_folder()
+
+
+def _remove_own_folder() -> None:
+    """The server's folder (its working directory, made by the parent), removed on the way out: a parent
+    killed outright (SIGKILL) never gets to remove it."""
+    import shutil
+
+    here = os.getcwd()
+    if os.path.basename(here).startswith(FOLDER_PREFIX):
+        shutil.rmtree(here, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -103,6 +103,22 @@ def _in_the_sleep(scratch: Path, ticks_seen: dict[int, tuple[int | None, float]]
     return False
 
 
+def _env(tmp_path: Path) -> dict[str, str]:
+    """The run's temporary folder (where its fork server's folder goes) inside ``tmp_path``."""
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    return {**os.environ, "TMPDIR": str(tmp_path / "tmp")}
+
+
+def _no_fork_server_folder(tmp_path: Path, wait_s: float = 10.0) -> bool:
+    """The fork server's folder is gone (removed by the run's close, or by the server itself once orphaned)."""
+    deadline = time.monotonic() + wait_s
+    while list((tmp_path / "tmp").glob("kg-forkserver-*")):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
 def _start(tmp_path: Path) -> tuple[subprocess.Popen, set[int]]:
     sub = tmp_path / "sleepy"
     sub.mkdir()
@@ -113,7 +129,7 @@ def _start(tmp_path: Path) -> tuple[subprocess.Popen, set[int]]:
         [sys.executable, "-m", "harness.cli", "run", str(sub), "--device", "cpu", "--yes-execute", "--no-timing",
          "--jobs", "1", "--round-timeout", "900", "--out", str(tmp_path / "out"), "--scratch", str(tmp_path / "scratch"),
          "--no-progress"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(tmp_path))
     seen: set[int] = set()
     deadline = time.monotonic() + 240
     sleeping, ticks_seen = False, {}
@@ -151,6 +167,7 @@ def test_an_interrupted_run_ends_its_workers_and_removes_their_scratch(tmp_path,
     time.sleep(2)
     assert not _processes_of_this_run(tmp_path), f"started or left after {sig.name}: {_processes_of_this_run(tmp_path)}"
     assert not [p for p in (tmp_path / "scratch").glob("*") if p.is_dir()], "scratch folders left behind"
+    assert _no_fork_server_folder(tmp_path), "the fork server's folder was left behind"
 
 
 def test_a_killed_run_leaves_no_orphan(tmp_path):
@@ -160,3 +177,4 @@ def test_a_killed_run_leaves_no_orphan(tmp_path):
     left = _gone(seen, 15)
     assert not left, f"orphans after SIGKILL: {left}"
     assert not _processes_of_this_run(tmp_path), f"orphans after SIGKILL: {_processes_of_this_run(tmp_path)}"
+    assert _no_fork_server_folder(tmp_path), "the fork server's folder was left behind after SIGKILL"
