@@ -81,8 +81,9 @@ elif [ "$part" = suite ] || [ "$part" = suite_exec ]; then
   cp "$OUT/$tag/one/results.jsonl" "$OUT/${tag}_results.jsonl" 2>/dev/null
   cp "$OUT/$tag/benchmark.json" "$OUT/${tag}_benchmark.json" 2>/dev/null
   python3 tools/pair_costs.py "$OUT/$tag/one" > "$OUT/pair_costs_$tag.txt" 2>&1
+  python3 tools/side_stream_rules.py "$OUT/${tag}_results.jsonl" > "$OUT/side_stream_rules_$tag.txt" 2>&1
   rm -rf "$OUT/$tag"
-  tail -12 "$OUT/$tag.txt"
+  tail -12 "$OUT/$tag.txt"; tail -1 "$OUT/side_stream_rules_$tag.txt"
   if [ "$tag" != suite ] && [ -f "$OUT/suite_results.jsonl" ]; then
     python3 tools/compare_repeats.py "$OUT/suite_results.jsonl" "$OUT/${tag}_results.jsonl" \
       > "$OUT/repeat_suite_vs_$tag.txt" 2>&1
@@ -98,6 +99,8 @@ elif [ "$part" = bench ]; then
   for c in seq pipe; do cp "$OUT/bench/$c/results.jsonl" "$OUT/bench_${c}_results.jsonl" 2>/dev/null; done
   cp "$OUT/bench/benchmark.json" "$OUT/bench_benchmark.json" 2>/dev/null
   python3 tools/pair_costs.py "$OUT/bench/seq" > "$OUT/pair_costs_seq.txt" 2>&1
+  python3 tools/side_stream_rules.py "$OUT/bench_seq_results.jsonl" "$OUT/bench_pipe_results.jsonl" \
+    > "$OUT/side_stream_rules_bench.txt" 2>&1
   rm -rf "$OUT/bench" "$OUT/cache"
   tail -12 "$OUT/bench.txt"; tail -6 "$OUT/repeat_seq_vs_pipe.txt"
 else

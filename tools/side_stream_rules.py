@@ -1,0 +1,81 @@
+"""Would another side-stream rule have told load from a side stream? Replayed on committed records.
+
+    python tools/side_stream_rules.py RESULTS.jsonl[.gz] [...]
+
+The timing phase times both sides device-wide when the candidate's work seems to outlive its timed stream:
+its median gap from the stream's end event to the device-wide end exceeds the library's by more than
+max(20 us, 10% of its stream time) (:func:`harness.measure.timing.choose_windows`). Under load on the H200
+(session 13) honest kernels crossed that line. Records keep the scored set's gap statistics in ``phase_s``
+(:func:`harness.execute.timing_phase.tail_gap_stats`); this tool says, per record, which of three rules
+fires on them:
+
+* ``median``: the rule in force (candidate's median gap minus the library's);
+* ``floor``: the same on each side's 10th percentile (a disturbance in part of the set moves the median, not
+  the floor; work on a side stream in nine calls of ten moves both);
+* ``pair``: the median over alternating pairs of the candidate's gap minus the library's.
+
+Records timed device-wide have the stream time estimated as their scored median minus their median gap.
+Records without the statistics (before session 13's diagnostics) are counted, not judged.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+
+SLACK_MS = 0.020
+SHARE = 0.1
+
+
+def _records(path: str) -> list[dict]:
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def judge(rec: dict) -> dict | None:
+    """The three rules' verdicts on one record, or None when it has no gap statistics."""
+    ph = rec.get("phase_s") or {}
+    need = ("tail_gap_kernel_s", "tail_gap_library_s", "tail_gap_kernel_p10_s", "tail_gap_library_p10_s")
+    if not all(k in ph for k in need) or not rec.get("timing"):
+        return None
+    device_wide = any("timed device-wide" in w for w in rec.get("warnings") or ())
+    stream_ms = rec["timing"]["median_ms"] - (ph["tail_gap_kernel_s"] * 1e3 if device_wide else 0.0)
+    limit_ms = max(SLACK_MS, SHARE * stream_ms)
+    extra = {"median": (ph["tail_gap_kernel_s"] - ph["tail_gap_library_s"]) * 1e3,
+             "floor": (ph["tail_gap_kernel_p10_s"] - ph["tail_gap_library_p10_s"]) * 1e3}
+    if "tail_gap_pair_extra_s" in ph:
+        extra["pair"] = ph["tail_gap_pair_extra_s"] * 1e3
+    return {"name": f"{rec['candidate']} {rec['workload']}", "device_wide": device_wide, "limit_ms": limit_ms,
+            "extra_ms": extra, "fires": {k: v > limit_ms for k, v in extra.items()}}
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0 if argv else 2
+    judged, missing = [], 0
+    for path in argv:
+        for rec in _records(path):
+            j = judge(rec)
+            if j is None:
+                missing += rec.get("timing") is not None
+            else:
+                judged.append(j)
+    rows = [j for j in judged if j["device_wide"] or any(j["fires"].values())]
+    print(f"{'record':60s} {'scored':11s} {'limit us':>8s} {'median us':>9s} {'floor us':>8s} {'pair us':>8s}  fires")
+    for j in rows:
+        e = j["extra_ms"]
+        pair = f"{e['pair'] * 1e3:8.1f}" if "pair" in e else f"{'-':>8s}"
+        print(f"{j['name'][-60:]:60s} {'device' if j['device_wide'] else 'stream':11s} {j['limit_ms'] * 1e3:8.1f} "
+              f"{e['median'] * 1e3:9.1f} {e['floor'] * 1e3:8.1f} {pair}  "
+              f"{','.join(k for k, v in j['fires'].items() if v) or '-'}")
+    counts = {k: sum(j["fires"].get(k, False) for j in judged) for k in ("median", "floor", "pair")}
+    print(f"\n{len(judged)} timed record(s) with gap statistics ({missing} without); fires: "
+          + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
