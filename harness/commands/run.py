@@ -152,6 +152,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.max_file_mib < 1:
         raise SystemExit("kernelgate: error: --max-file-mib must be at least 1 (compiled kernels and hand-off files "
                          "are written by the worker)")
+    if args.context_starts < 0:
+        raise SystemExit(f"kernelgate: error: --context-starts must be 0 (no limit) or more, got {args.context_starts}")
     if args.check_slots < 1:
         raise SystemExit(f"kernelgate: error: --check-slots must be at least 1, got {args.check_slots}")
     if not args.yes_execute:
@@ -174,7 +176,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         keep_scratch=args.keep_scratch, scratch_root=Path(args.scratch) if args.scratch else None,
         precompile=not args.no_precompile, sandbox=not args.no_sandbox, check_slots=args.check_slots,
         gpu_memory_fraction=args.gpu_memory_fraction, prestart=not args.no_prestart, handoff=args.handoff,
-        spawn=args.spawn,
+        spawn=args.spawn, context_starts=args.context_starts,
         mode=args.mode, baseline=args.baseline, max_file_bytes=args.max_file_mib << 20,
     )
     snap = envmod.snapshot(device, gpus[0])
@@ -331,6 +333,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="how workers start: 'fork' (default) from a fork server that imported torch and Triton once "
                         "(each worker still applies its own limits, sandbox and audit hooks before its candidate); "
                         "'exec' starts a fresh interpreter for each")
+    p.add_argument("--context-starts", type=int, default=DEFAULTS.context_starts, metavar="N",
+                   help="GPU: pre-started workers that may make their CUDA context at once (default 0: no limit); "
+                        "each keeps the device's timing phases waiting while it does")
     p.add_argument("--gpu-memory-fraction", type=float, default=DEFAULTS.gpu_memory_fraction, metavar="F",
                    help=f"GPU: share of the device memory one candidate's allocator may hold (default "
                         f"{DEFAULTS.gpu_memory_fraction:g}; 1 = no cap)")

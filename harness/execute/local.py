@@ -75,7 +75,7 @@ class LocalExecutor:
             # on the CPU path only a fake capacity (KERNELGATE_FAKE_DEVICE_MEMORY_GB, for tests) is admitted against
             capacity = device_capacity(g) if opts.device == "cuda" else fake_capacity()
             memory = DeviceMemory(capacity, opts.memory_margin, fixed)
-            gate = DeviceGate(slots)
+            gate = DeviceGate(slots, opts.context_starts)
             pool = (WorkerPool(opts, g, root, run_tag(run_id), problem_paths, pool_size, self.demand, cpus=plan,
                                gate=gate if opts.device == "cuda" else None)
                     if opts.prestart and expected_tasks else None)
@@ -173,7 +173,7 @@ class LocalExecutor:
 def _kept_key(opts: RunOptions) -> tuple:
     """The options a LocalExecutor's processes, gates and plans are built from (a run with others needs a new one)."""
     return (opts.device, tuple(opts.gpus), opts.jobs, opts.check_slots, opts.sandbox, opts.max_file_bytes,
-            opts.cpu_threads, opts.prestart, opts.spawn, str(opts.scratch_root), opts.memory_margin, opts.keep_scratch)
+            opts.cpu_threads, opts.prestart, opts.spawn, opts.context_starts, str(opts.scratch_root), opts.memory_margin, opts.keep_scratch)
 
 
 MAX_SHARED_RUNS = 2

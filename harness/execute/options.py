@@ -47,6 +47,9 @@ class RunOptions:
     """How workers start: ``fork`` (from this run's fork server, a process that has already imported torch:
     :mod:`harness.execute.forkserver`; ``exec`` where it cannot) or ``exec`` (a fresh interpreter each)."""
     check_slots: int = 3
+    context_starts: int = 0
+    """GPU: pre-started workers making their CUDA context at once on one device (0: no limit;
+    :class:`harness.execute.gate.DeviceGate` ``background_max``)."""
     """GPU: candidates whose correctness rounds may share one device at once (timing is always exclusive)."""
     handoff: str = "ipc"
     """GPU: 'ipc' (outputs reach the checker through CUDA IPC handles) or 'file' (harness.execute.handoff)."""
@@ -69,6 +72,8 @@ class RunOptions:
     """GPU: share of device memory never reserved by admission (fragmentation, CUDA contexts' growth)."""
 
     def __post_init__(self) -> None:
+        if self.context_starts < 0:
+            raise ValueError(f"RunOptions.context_starts: {self.context_starts} is negative (0 means no limit)")
         if self.spawn not in ("fork", "exec"):
             raise ValueError(f"RunOptions.spawn: {self.spawn!r} is neither 'fork' nor 'exec'")
 

@@ -115,3 +115,29 @@ def test_background_places_are_unbounded_but_keep_timing_out():
     gate.release_background()
     with pytest.raises(RuntimeError, match="without acquire_background"):
         gate.release_background()
+
+
+def test_context_starts_are_bounded_when_asked_and_timing_still_goes_first():
+    """``background_max``: a third start-up waits for one of two to end; a timing phase asked for meanwhile is
+    served before it (writer preference holds for start-ups too)."""
+    gate = DeviceGate(1, background_max=2)
+    gate.acquire_background()
+    gate.acquire_background()
+    order: list[str] = []
+    third = threading.Thread(target=lambda: (gate.acquire_background(), order.append("third")))
+    third.start()
+    time.sleep(0.1)
+    assert order == [] and gate.background == 2
+    timer = threading.Thread(target=lambda: (gate.acquire_exclusive(), order.append("timing"),
+                                             time.sleep(0.05), gate.release_exclusive()))
+    timer.start()
+    time.sleep(0.05)
+    gate.release_background()
+    gate.release_background()
+    timer.join(5)
+    third.join(5)
+    assert order == ["timing", "third"]
+    gate.release_background()
+    with pytest.raises(ValueError):
+        DeviceGate(1, background_max=-1)
+    assert DeviceGate(1).background_max == 0  # the default: no limit
