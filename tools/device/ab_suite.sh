@@ -12,16 +12,20 @@
 # Usage on the device machine, from the repo root, carrying .device and .ab (each suite about 120 s):
 #   KG_AB_ROUNDS=1 bash tools/device/ab_suite.sh
 #   KG_AB_VARIANT="--check-slots 4" bash tools/device/ab_suite.sh
+#   KG_AB_NO_BASE=1 KG_AB_VARIANT="--context-starts 2" bash tools/device/ab_suite.sh   (head and variant only)
 # KG_PACK=1 packs $OUT into $OUT/evidence.tgz at the end (a device command returns 8 files at most).
 set -uo pipefail
 OUT="${OUT:-/tmp/kg-out}"
 export KERNELGATE_CACHE=/tmp/kg-cache
 # shellcheck source=tools/device_env.sh
 source tools/device_env.sh
-[ -f .ab/base.tgz ] || { echo "no .ab/base.tgz: make it with git archive (see the top of this script)" >&2; exit 2; }
-rm -rf /tmp/ab-base && mkdir -p /tmp/ab-base && tar -C /tmp/ab-base -xzf .ab/base.tgz
+if [ -z "${KG_AB_NO_BASE:-}" ]; then
+  [ -f .ab/base.tgz ] || { echo "no .ab/base.tgz: make it with git archive (see the top of this script)" >&2; exit 2; }
+  rm -rf /tmp/ab-base && mkdir -p /tmp/ab-base && tar -C /tmp/ab-base -xzf .ab/base.tgz
+fi
 head_dir=$PWD
 sides="base head"; [ -n "${KG_AB_VARIANT:-}" ] && sides="base head variant"
+[ -n "${KG_AB_NO_BASE:-}" ] && sides="${sides#base }"
 for r in $(seq 1 "${KG_AB_ROUNDS:-1}"); do
   for side in $sides; do
     dir=$head_dir; [ "$side" = base ] && dir=/tmp/ab-base
@@ -40,9 +44,11 @@ for r in $(seq 1 "${KG_AB_ROUNDS:-1}"); do
     tail -4 "$OUT/$tag.txt" | head -2
   done
 done
-python3 tools/compare_repeats.py "$OUT/ab-base-1_results.jsonl" "$OUT/ab-head-1_results.jsonl" \
-  > "$OUT/repeat_base_vs_head.txt" 2>&1
-tail -2 "$OUT/repeat_base_vs_head.txt"
+if [ -f "$OUT/ab-base-1_results.jsonl" ]; then
+  python3 tools/compare_repeats.py "$OUT/ab-base-1_results.jsonl" "$OUT/ab-head-1_results.jsonl" \
+    > "$OUT/repeat_base_vs_head.txt" 2>&1
+  tail -2 "$OUT/repeat_base_vs_head.txt"
+fi
 if [ -f "$OUT/ab-variant-1_results.jsonl" ]; then
   python3 tools/compare_repeats.py "$OUT/ab-head-1_results.jsonl" "$OUT/ab-variant-1_results.jsonl" \
     > "$OUT/repeat_head_vs_variant.txt" 2>&1
