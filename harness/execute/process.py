@@ -302,8 +302,8 @@ def spawn_worker(scratch: Path, device: str, gpu: int | None, prestart: dict | N
                         LIVE.add(proc)
                 except forkserver.ForkServerError as exc:
                     forkserver.note_fallback(str(exc)[:300])
-                    # a child the server forked before failing may still hold these pipes (until its lifeline
-                    # ends it): the started worker gets pipes of its own, so no spec can reach the other
+                    # a child the server forked before failing may still hold these pipes (until it reads their
+                    # end, closed here): the started worker gets pipes of its own, so no spec can reach the other
                     for fd in (p2c_r, p2c_w, c2p_r, c2p_w):
                         os.close(fd)
                     p2c_r, p2c_w = os.pipe()
