@@ -17,3 +17,13 @@ export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 KERNELGATE_CACHE="${
   echo "cpus $(nproc) ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'))"
   CUDA_VISIBLE_DEVICES=0 python3 -m harness calibrate --device cuda
 } > "$OUT/environment.txt" 2>&1
+
+# A device command returns at most 8 files: with KG_PACK=1, pack_out leaves $OUT holding only
+# evidence.tgz (every file at its top level; its folders are removed).
+pack_out() {
+  [ -n "${KG_PACK:-}" ] || return 0
+  (cd "$OUT" && find . -maxdepth 1 -type f ! -name evidence.tgz -printf '%P\n' | tar -czf evidence.tgz -T - \
+    && find . -maxdepth 1 -type f ! -name evidence.tgz -delete && find . -mindepth 1 -maxdepth 1 -type d \
+    -exec rm -rf {} +)
+  ls -la "$OUT"
+}

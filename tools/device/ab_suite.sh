@@ -55,10 +55,4 @@ if [ -f "$OUT/ab-variant-1_results.jsonl" ]; then
   tail -2 "$OUT/repeat_head_vs_variant.txt"
 fi
 ls "$OUT"
-# at most 8 files come back from a device command: KG_PACK=1 packs everything into one archive
-if [ -n "${KG_PACK:-}" ]; then
-  (cd "$OUT" && find . -maxdepth 1 -type f ! -name evidence.tgz -printf '%P\n' | tar -czf evidence.tgz -T - \
-    && find . -maxdepth 1 -type f ! -name evidence.tgz -delete && find . -mindepth 1 -maxdepth 1 -type d \
-    -exec rm -rf {} +)
-  ls -la "$OUT"
-fi
+pack_out  # KG_PACK=1: everything in $OUT as one archive (tools/device_env.sh)

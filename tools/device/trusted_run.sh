@@ -108,10 +108,4 @@ else
 fi
 done
 stamp "done"; ls "$OUT"
-# at most 8 files come back from a device command: everything in one archive
-if [ -n "${KG_PACK:-}" ]; then
-  (cd "$OUT" && find . -maxdepth 1 -type f ! -name evidence.tgz -printf '%P\n' | tar -czf evidence.tgz -T - \
-    && find . -maxdepth 1 -type f ! -name evidence.tgz -delete && find . -mindepth 1 -maxdepth 1 -type d \
-    -exec rm -rf {} +)
-  ls -la "$OUT"
-fi
+pack_out  # KG_PACK=1: everything in $OUT as one archive (tools/device_env.sh)
