@@ -281,11 +281,11 @@ def _lib_call(ctx: P.Context, seed: int, transform: int, hold_us: float, keep_id
     inputs = _inputs(ctx, b.module, seed, transform)  # no poison: as the worker's timed calls
     prep_us = (time.perf_counter() - t0) * 1e6
     fwd_seed = _fwd_seed(ctx, seed)
-    out, stream_ms, device_ms, enq = timer.timed_call(lambda: b.thread.run(forward, b.model, inputs, fwd_seed), hold_us)
+    t = timer.timed_call(lambda: b.thread.run(forward, b.model, inputs, fwd_seed), hold_us)
     if keep_id is not None:
-        _KEPT[keep_id] = ([t.detach() for t in flatten_outputs(out)], ctx, seed, transform)
-    return P.LibSampleReply(stream_ms=stream_ms, device_ms=device_ms, enqueue_us=enq, prep_us=prep_us,
-                            wall_us=(time.perf_counter() - t0) * 1e6)
+        _KEPT[keep_id] = ([x.detach() for x in flatten_outputs(t.result)], ctx, seed, transform)
+    return P.LibSampleReply(stream_ms=t.stream_ms, device_ms=t.device_ms, enqueue_us=t.enqueue_us, idle_ms=t.idle_ms,
+                            prep_us=prep_us, wall_us=(time.perf_counter() - t0) * 1e6)
 
 
 def verify(req: P.Verify) -> P.VerifyReply:

@@ -442,6 +442,8 @@ class CallReport:
     device_ms: float = 0.0
     enqueue_us: float = 0.0
     """Host time from handing the forward to the candidate's thread until it returned."""
+    idle_ms: float = 0.0
+    """The host's round trip to the idle GPU right after the call (:attr:`harness.measure.timing.Timed.idle_ms`)."""
     launches: int = 0
     dsl_names: tuple[str, ...] = ()
     aten_ops: tuple[str, ...] = ()
@@ -608,6 +610,7 @@ class LibSampleReply:
     stream_ms: float
     device_ms: float
     enqueue_us: float
+    idle_ms: float = 0.0
     prep_us: float = 0.0
     """As :attr:`CallReport.prep_us`, on the library's side."""
     wall_us: float = 0.0

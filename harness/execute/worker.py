@@ -277,7 +277,7 @@ class Worker:
             run = lambda: self.cthread.run(self.forward, model, inputs, seed)  # noqa: E731
         report: dict[str, Any] = {"call_id": msg.call_id}
         try:
-            out, stream_ms, device_ms, enq = self.timer.timed_call(run, msg.hold_us)
+            timed = self.timer.timed_call(run, msg.hold_us)
         except guards.LoweredOnly:
             self.send(P.CallReport(call_id=msg.call_id, ok=True, launches=guards.COUNTER.total - launches_before,
                                    lowered_sources=tuple(s[:200_000] for s in guards.COUNTER.lowered_sources)))
@@ -288,10 +288,11 @@ class Worker:
                                    out_of_memory=_is_oom(exc), audit_blocked=self.audit.take()))
             return "stop" if cuda else "failed"
         self.calls_in_window += 1
-        outs = self.flatten(out)
+        outs = self.flatten(timed.result)
         self.kept[msg.call_id] = (outs, inputs, None)
         report.update(
-            ok=True, stream_ms=stream_ms, device_ms=device_ms, enqueue_us=enq,
+            ok=True, stream_ms=timed.stream_ms, device_ms=timed.device_ms, enqueue_us=timed.enqueue_us,
+            idle_ms=timed.idle_ms,
             launches=guards.COUNTER.total - launches_before, dsl_names=tuple(sorted(guards.COUNTER.names))[:64],
             aten_ops=tuple(sorted(recorder.ops))[:256] if recorder is not None else (),
             new_threads=len(guards.live_threads() - threads_before - self.threads_ok),

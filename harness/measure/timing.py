@@ -12,6 +12,7 @@ same way::
     gpu_sleep(1)                             # end marker for the kernel profiler               <- marker
     device_synchronize()                     # ALL streams
     tail.record(); tail.synchronize()        # device-wide end: work left on a side stream shows
+    idle.record(); idle.synchronize()        # one host round trip to an idle GPU (subtracted from the tail)
 
 * L2 flush before every call: a GPU-sized workload is meant to stream from
   DRAM; a warm L2 would favour whichever kernel ran last.
@@ -21,6 +22,12 @@ same way::
   enqueue time, at least 20 us), so the start event fires with the forward
   already queued: neither Python launch overhead nor a loaded host leaks into
   the window. Both sides get the same treatment.
+* The device-wide end is seen through the host (it wakes from the sync,
+  then records ``tail``), so ``tail`` is late by one host round trip; under
+  load that round trip grew by 21-61 us on the H200 (session 13) and read as
+  side-stream work. ``idle``, recorded the same way right after with nothing
+  left to run, measures that round trip in the same call; the side-stream
+  test and device-wide scores use ``tail - idle`` (:func:`choose_windows`).
 * The two sleeps also mark the forward's kernels for the profiler
   (:mod:`harness.execute.profiling`).
 * Everything a worker measures is the candidate's claim: the parent checks it
@@ -35,7 +42,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 _perf_counter = time.perf_counter  # captured at import, before candidate code runs
 MIN_REPS = 5
@@ -94,6 +101,21 @@ def hold_for(enqueue_us: float | None) -> float:
     return min(max(MIN_HOLD_US, 2.0 * enqueue_us), MAX_HOLD_US)
 
 
+class Timed(NamedTuple):
+    """One timed call: its result and times (milliseconds; the enqueue time in microseconds)."""
+
+    result: Any
+    stream_ms: float
+    """Start event to the timed stream's end event."""
+    device_ms: float
+    """Start event to the device-wide end as the host saw it (after synchronizing every stream)."""
+    enqueue_us: float
+    """Host time to hand the forward over and get it back (its launches)."""
+    idle_ms: float
+    """One more host round trip to the GPU with nothing left to run, right after: the host's share of
+    ``device_ms - stream_ms`` (0 off the GPU)."""
+
+
 class DeviceTimer:
     """Times calls on one device; built before candidate code is imported."""
 
@@ -146,14 +168,14 @@ class DeviceTimer:
     def flush(self) -> None:
         self._zero(self._flush_buf)
 
-    def timed_call(self, fn: Callable[[], Any], hold_us: float) -> tuple[Any, float, float, float]:
-        """(result, stream ms, device-wide ms, host enqueue us) of one cold call of ``fn``."""
+    def timed_call(self, fn: Callable[[], Any], hold_us: float) -> Timed:
+        """One cold call of ``fn``, timed (see the module docstring)."""
         self.flush()
         if self.is_cuda:
             rate = self.calibrate()
             if rate > 0:
                 self._sleep(max(1, int(hold_us * rate)))
-            start, end, tail = (self._event(enable_timing=True) for _ in range(3))
+            start, end, tail, idle = (self._event(enable_timing=True) for _ in range(4))
             self._record(start)
             t0 = _perf_counter()
             result = fn()
@@ -164,11 +186,14 @@ class DeviceTimer:
             self._sync()
             self._record(tail)
             self._event_sync(tail)
-            return result, float(self._elapsed(start, end)), float(self._elapsed(start, tail)), enq
+            self._record(idle)
+            self._event_sync(idle)
+            return Timed(result, float(self._elapsed(start, end)), float(self._elapsed(start, tail)), enq,
+                         float(self._elapsed(tail, idle)))
         t0 = _perf_counter()
         result = fn()
         dt = _perf_counter() - t0
-        return result, dt * 1e3, dt * 1e3, dt * 1e6
+        return Timed(result, dt * 1e3, dt * 1e3, dt * 1e6, 0.0)
 
     def sync(self) -> None:
         if self.is_cuda:
@@ -178,21 +203,35 @@ class DeviceTimer:
 SIDE_WORK_SLACK_MS = 0.020
 
 
+def net_device(stream: list[float], device: list[float], idle: list[float] | None) -> list[float]:
+    """Per call, the device-wide end without the host's round trip: ``device - idle``, never below ``stream``
+    (``idle`` missing: the device-wide times as they are)."""
+    if not idle or len(idle) != len(device):
+        return list(device)
+    return [max(s, d - i) for s, d, i in zip(stream, device, idle)]
+
+
 def choose_windows(cand_stream: list[float], cand_device: list[float], lib_stream: list[float],
-                   lib_device: list[float]) -> tuple[list[float], list[float], str]:
+                   lib_device: list[float], cand_idle: list[float] | None = None,
+                   lib_idle: list[float] | None = None) -> tuple[list[float], list[float], str]:
     """The samples to score: stream windows, or device-wide ones when the candidate's work outlives its stream.
 
-    If the candidate's median end-to-tail gap (device-wide end minus its
-    stream's end event) exceeds the library's by more than 20 us and 10% of
-    its time, its work ran on after the timed stream's end event (a side
-    stream): both sides are scored device-wide and the returned note says so.
+    Each call's gap is its device-wide end, less the host round trip measured right after it (``*_idle``:
+    :attr:`Timed.idle_ms`), minus its stream's end event. If the candidate's median gap exceeds the library's
+    by more than 20 us and 10% of its time, its work ran on after the timed stream's end event (a side
+    stream): both sides are scored on those device-wide ends and the returned note says so.
+
+    Bug it stops: with the host's round trip left in, honest kernels under load read 21-61 us of side-stream
+    work and were scored 44-91% slower (H200, leaderboards/h200-2026-12-03-s13).
     """
-    gap_c = statistics.median(d - s for s, d in zip(cand_stream, cand_device))
-    gap_l = statistics.median(d - s for s, d in zip(lib_stream, lib_device))
+    net_c = net_device(cand_stream, cand_device, cand_idle)
+    net_l = net_device(lib_stream, lib_device, lib_idle)
+    gap_c = statistics.median(d - s for s, d in zip(cand_stream, net_c))
+    gap_l = statistics.median(d - s for s, d in zip(lib_stream, net_l))
     extra = gap_c - gap_l
     if extra > max(SIDE_WORK_SLACK_MS, 0.1 * statistics.median(cand_stream)):
-        return cand_device, lib_device, (f"work finished {extra * 1e3:.0f} us after the timed stream's end event "
-                                         "(side stream?): both sides timed device-wide")
+        return net_c, net_l, (f"work finished {extra * 1e3:.0f} us after the timed stream's end event "
+                              "(side stream?): both sides timed device-wide")
     return cand_stream, lib_stream, ""
 
 

@@ -32,8 +32,36 @@ def test_timer_calibrates_the_sleep_kernel_and_times_it():
     assert rate > 100, rate  # cycles per microsecond: an H200 runs about 1.98 GHz
     import torch
 
-    _, stream_ms, device_ms, enq = timer.timed_call(lambda: torch.cuda._sleep(int(500 * rate)), hold_us=50.0)
+    _, stream_ms, device_ms, enq, idle_ms = timer.timed_call(lambda: torch.cuda._sleep(int(500 * rate)), 50.0)
     assert 0.4 < stream_ms < 0.8 and device_ms >= stream_ms and enq < 1000, (stream_ms, device_ms, enq)
+    assert 0 < idle_ms < 1.0, idle_ms
+
+
+def test_the_device_wide_end_without_the_hosts_round_trip_is_the_side_streams_work():
+    """``device_ms - idle_ms`` (the device-wide end less the host's round trip taken right after) is the stream
+    end for a kernel on the timed stream, and the side stream's end for work left on one (the exploit
+    tests/execute/fixtures/gpu/gelu__side_stream.py, were the static scan not to stop it)."""
+    import statistics
+
+    import torch
+
+    from harness.measure.timing import DeviceTimer, net_device
+
+    timer = DeviceTimer("cuda", 64 << 20)
+    rate = timer.calibrate()
+    side = torch.cuda.Stream()
+
+    def on_side():
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(int(300 * rate))
+
+    for fn, lo_us, hi_us in ((lambda: torch.cuda._sleep(int(300 * rate)), -1.0, 15.0), (on_side, 250.0, 400.0)):
+        calls = [timer.timed_call(fn, 50.0) for _ in range(15)]
+        s = [c.stream_ms for c in calls]
+        gap_us = statistics.median(n - x for x, n in zip(s, net_device(s, [c.device_ms for c in calls],
+                                                                          [c.idle_ms for c in calls]))) * 1e3
+        assert lo_us < gap_us < hi_us, (gap_us, calls[:3])
 
 
 def test_profiler_attributes_the_forward_between_the_markers():

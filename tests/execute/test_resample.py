@@ -201,6 +201,9 @@ def test_tail_gap_stats_floor_and_pairs():
     assert abs(st["library_p10"] - 10e-6) < 1e-9 and abs(st["pair_extra"] - 50e-6) < 1e-9
     side = tail_gap_stats(stream, [0.4] * 20, stream, lib)
     assert abs(side["kernel_p10"] - 300e-6) < 1e-9
+    net = tail_gap_stats(stream, disturbed, stream, lib, [0.05] * 20, [0.009] * 20)
+    assert abs(net["kernel_idle"] - 50e-6) < 1e-9 and abs(net["library_idle"] - 9e-6) < 1e-9
+    assert abs(net["kernel_net"] - 10e-6) < 1e-9 and abs(net["library_net"] - 1e-6) < 1e-9
 
 
 def test_a_phase_that_ends_on_a_failed_verification_drops_the_checkers_other_kept_outputs():

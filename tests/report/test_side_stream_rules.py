@@ -1,4 +1,4 @@
-"""tools/side_stream_rules.py replays three side-stream rules on records' gap statistics."""
+"""tools/side_stream_rules.py replays the side-stream rules on records' gap statistics."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ def _rec(name: str, median_ms: float, gaps_us: dict | None, device_wide: bool) -
             "warnings": warn if device_wide else []}
 
 
-LOAD = _rec("load", 0.21, {"kernel": 60, "library": 10, "kernel_p10": 12, "library_p10": 10, "pair_extra": 48}, True)
+LOAD = _rec("load", 0.16, {"kernel": 60, "library": 10, "kernel_p10": 12, "library_p10": 10, "pair_extra": 48,
+                          "kernel_net": 3, "library_net": 2, "kernel_idle": 57, "library_idle": 8}, True)
 SIDE = _rec("side", 0.50, {"kernel": 310, "library": 10, "kernel_p10": 300, "library_p10": 9, "pair_extra": 299},
             True)
 QUIET = _rec("quiet", 0.13, {"kernel": 11, "library": 10, "kernel_p10": 9, "library_p10": 9, "pair_extra": 1}, False)
@@ -29,12 +30,13 @@ OLD = _rec("old", 0.13, None, False)
 
 def test_a_disturbance_moves_the_median_not_the_floor():
     j = tool.judge(LOAD)
-    assert j["device_wide"] and abs(j["limit_ms"] - 0.020) < 1e-12  # 10% of 0.15 ms stream time is under 20 us
-    assert j["fires"] == {"median": True, "floor": False, "pair": True}
+    assert j["device_wide"] and abs(j["limit_ms"] - 0.020) < 1e-12  # 10% of 0.157 ms stream time is under 20 us
+    assert j["fires"] == {"host": True, "floor": False, "pair": True, "net": False}
+    assert abs(j["limit_ms"] - 0.020) < 1e-12 and j["idle_s"] == (57e-6, 8e-6)
 
 
 def test_a_side_stream_fires_every_rule():
-    assert tool.judge(SIDE)["fires"] == {"median": True, "floor": True, "pair": True}
+    assert tool.judge(SIDE)["fires"] == {"host": True, "floor": True, "pair": True}
     assert not any(tool.judge(QUIET)["fires"].values())
     assert tool.judge(OLD) is None
 
@@ -45,5 +47,6 @@ def test_the_tool_reads_a_results_file(tmp_path):
     out = subprocess.run([sys.executable, "tools/side_stream_rules.py", str(path)], cwd=ROOT, capture_output=True,
                          text=True)
     assert out.returncode == 0, out.stderr
-    assert "3 timed record(s) with gap statistics (1 without); fires: median 2, floor 1, pair 2" in out.stdout
+    assert "3 timed record(s) with gap statistics (1 without); fires: net 0, host 2, floor 1, pair 2" in out.stdout
+    assert "host round trip to the idle GPU, median over 1 records: candidate 57.0 us, library 8.0 us" in out.stdout
     assert "t/load.py w" in out.stdout and "t/quiet.py" not in out.stdout

@@ -60,8 +60,7 @@ def main() -> int:
         torch.cuda.synchronize()
         for _ in range(50):
             run = (lambda: thread.run(launch, big, outs[1])) if via_thread else (lambda: launch(big, outs[1]))
-            _, ms, _, _ = timer.timed_call(run, 200.0)
-            gpu.append(ms)
+            gpu.append(timer.timed_call(run, 200.0).stream_ms)
         rows.append((label, statistics.median(host), statistics.median(gpu)))
 
     measure("plain, main thread", False)

@@ -9,6 +9,7 @@
 #   suite     the whole bundled suite (--quick, 12 jobs: evaluations per GPU-hour), budget KG_SUITE_S (220 s)
 #   suite_exec  the same with every worker started by exec (--spawn exec), compared with the first suite: what
 #             the fork server buys on this machine
+#   suite_var the same with the options in KG_SUITE_VARIANT (e.g. "--context-starts 2"), compared with the first
 #   bench     the Triton references of 10 problems one at a time and 12 at a time (full protocol: harness
 #             overhead per candidate, and the seq-vs-pipelined repeatability of the medians), KG_BENCH_S (230 s)
 #   trace     the same 10 problems one at a time only, then where each alternating pair's time went
@@ -70,11 +71,13 @@ elif [ "$part" = trace ]; then
   cp "$OUT/trace/seq/results.jsonl" "$OUT/trace_seq_results.jsonl" 2>/dev/null
   rm -rf "$OUT/trace"
   tail -4 "$OUT/trace.txt"; cat "$OUT/pair_costs.txt"
-elif [ "$part" = suite ] || [ "$part" = suite_exec ]; then
+elif [ "$part" = suite ] || [ "$part" = suite_exec ] || [ "$part" = suite_var ]; then
   # a second suite in one command is suite2, and its medians are compared with the first's
   tag=suite; [ -f "$OUT/suite_results.jsonl" ] && tag=suite2
   more=(); [ "$part" = suite_exec ] && { tag=suite_exec; more=(--spawn exec); }
-  stamp "$tag"
+  # shellcheck disable=SC2206 # the variant's options are words
+  [ "$part" = suite_var ] && { tag=suite_var; more=(${KG_SUITE_VARIANT:?suite_var needs KG_SUITE_VARIANT}); }
+  stamp "$tag ${more[*]}"
   timeout ${KG_SUITE_S:-220} python3 tools/benchmark_throughput.py --configs one:12:0 --out "$OUT/$tag" \
     --folders submissions/triton-reference submissions/tilelang-reference submissions/defects \
     --extra --scratch $scratch/s --compile-timeout 300 --quick --check-slots 3 "${more[@]}" > "$OUT/$tag.txt" 2>&1
