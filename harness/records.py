@@ -241,7 +241,7 @@ class TrustedTiming:
 
     calls_per_batch: int
     kernel_ms_per_call: float
-    """Median over batches of (candidate batch - round trip) / calls: the candidate's trusted time per call."""
+    """(Shortest candidate batch - shortest round trip) / calls: the candidate's trusted time per call."""
     library_ms_per_call: float
     """The same for the library, timed in the trusted checker."""
     round_trip_ms: float

@@ -592,6 +592,16 @@ class Session:
         return att
 
     # ------------------------------------------------------------------ timing
+    def _judge_clock(self, cand_ms: list[float], lib_ms: list[float], cand_enq: list[float], info: dict):
+        """The clock decision on the events' medians against the batches in ``info``
+        (:func:`harness.score.clock.judge_clock`)."""
+        return judge_clock(event_kernel_ms=statistics.median(cand_ms), event_library_ms=statistics.median(lib_ms),
+                           enqueue_us=statistics.median(cand_enq) if cand_enq else 0.0,
+                           trusted_kernel_ms=info["T_c"], trusted_library_ms=info["T_l"],
+                           kernel_spread=info["spread"], n=info["n"],
+                           base_tolerance=BASE_TOLERANCE if self.cuda else CPU_TOLERANCE,
+                           host_bound_possible=self.cuda)
+
     def _timing(self, w: Any, ctx: P.Context, corr: CorrectnessStats, warnings: list[str], lib_excess: float,
                 kernels: KernelAttribution | None) -> None:
         o = self.o
@@ -620,21 +630,15 @@ class Session:
                 self._fail(w, kernels_t, correctness=corr)
                 raise _Stop
             t_part = time.monotonic()
-            trusted = phase.batches(w, ctx, checker, cand_ms, lib_ms, lib_excess)
+            trusted = phase.trusted_clock(w, ctx, checker, cand_ms, lib_ms, cand_enq, lib_excess)
             self._add(w.name, "batches_s", time.monotonic() - t_part)
             self._lap(w.name, "timing_s")
         if isinstance(trusted, judge.Failure):
             self._fail(w, trusted, correctness=corr)
             raise _Stop
-        clock_info, batch_checks = trusted
+        decision, clock_info, batch_checks = trusted
         timer = "cuda_event" if self.cuda else "host_perf_counter"
         kt, lt = stats(cand_ms, timer), stats(lib_ms, timer)
-        decision = judge_clock(event_kernel_ms=kt.median_ms, event_library_ms=lt.median_ms,
-                               enqueue_us=statistics.median(cand_enq) if cand_enq else 0.0,
-                               trusted_kernel_ms=clock_info["T_c"], trusted_library_ms=clock_info["T_l"],
-                               kernel_spread=clock_info["spread"], n=clock_info["n"],
-                               base_tolerance=BASE_TOLERANCE if self.cuda else CPU_TOLERANCE,
-                               host_bound_possible=self.cuda)
         tt = TrustedTiming(calls_per_batch=clock_info["n"], kernel_ms_per_call=clock_info["T_c"],
                            library_ms_per_call=clock_info["T_l"], round_trip_ms=statistics.median(clock_info["W_g"]),
                            kernel_batch_ms=tuple(clock_info["W_c"]), library_batch_ms=tuple(clock_info["W_l"]),
