@@ -294,6 +294,9 @@ class KernelAttribution:
     """Share of the forward's GPU time, less data movement (``copy`` kernels), in the candidate's own
     Triton/TileLang kernels (None: launch counter)."""
     kernels: tuple[KernelShare, ...] = ()
+    side_us: float | None = None
+    """GPU microseconds of the profiled calls' kernels and copies on streams other than the timed one (work that
+    can outlive the timed stream's end event); None where no profiler ran."""
 
     def to_dict(self) -> dict:
         return _dc_to_dict(self)

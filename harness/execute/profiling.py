@@ -34,6 +34,8 @@ class Kernel:
     stream: int
     start_ns: int
     dur_ns: int
+    copy: bool = False
+    """A memcpy or memset (counted only as work on another stream: :attr:`Attribution.side_us`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +44,9 @@ class Attribution:
 
     rows: dict[str, tuple[float, int, float]]
     markers: int
+    side_us: float = 0.0
+    """GPU microseconds of kernels and copies on streams other than the markers': the only work that can go on
+    after the timed stream's end event (:func:`harness.measure.timing.choose_windows`)."""
 
 
 def attribute(kernels: Iterable[Kernel], marker: str = MARKER) -> Attribution:
@@ -51,7 +56,12 @@ def attribute(kernels: Iterable[Kernel], marker: str = MARKER) -> Attribution:
     main = max({k.stream for k in marks}, key=lambda s: sum(1 for k in marks if k.stream == s)) if marks else None
     rows: dict[str, list] = {}
     inside = False
+    side_us = 0.0
     for k in ks:
+        if k.stream != main:
+            side_us += k.dur_ns / 1e3
+        if k.copy:
+            continue
         if marker in k.name and k.stream == main:
             inside = not inside
             continue
@@ -61,7 +71,8 @@ def attribute(kernels: Iterable[Kernel], marker: str = MARKER) -> Attribution:
             cell[1] += 1
         else:
             cell[2] += k.dur_ns / 1e3
-    return Attribution({n: (round(a, 3), c, round(o, 3)) for n, (a, c, o) in rows.items()}, len(marks))
+    return Attribution({n: (round(a, 3), c, round(o, 3)) for n, (a, c, o) in rows.items()}, len(marks),
+                       round(side_us, 3))
 
 
 class KernelProfiler:
@@ -136,9 +147,11 @@ def _kernels(prof: Any) -> list[Kernel]:
             if "cuda" not in str(e.device_type()).lower():
                 continue
             name = e.name()
-            if name.startswith(("Memcpy", "Memset", "cuda")) and "kernel" not in name.lower():
+            copy = name.startswith(("Memcpy", "Memset"))
+            if name.startswith("cuda") and "kernel" not in name.lower():
                 continue
-            out.append(Kernel(name, int(e.device_resource_id()), int(e.start_ns()), int(e.duration_ns())))
+            out.append(Kernel(name, int(e.device_resource_id()), int(e.start_ns()), int(e.duration_ns()),
+                              copy and "kernel" not in name.lower()))
         if out:
             return out
     except Exception:  # noqa: BLE001 - the Kineto event API differs between torch versions: use the trace
@@ -152,7 +165,8 @@ def _kernels(prof: Any) -> list[Kernel]:
     finally:
         os.unlink(path)
     for ev in trace.get("traceEvents", []):
-        if ev.get("cat") == "kernel" and ev.get("ph") == "X":
+        if ev.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and ev.get("ph") == "X":
             out.append(Kernel(str(ev.get("name", "")), int(ev.get("args", {}).get("stream", ev.get("tid", 0)) or 0),
-                              int(float(ev.get("ts", 0)) * 1e3), int(float(ev.get("dur", 0)) * 1e3)))
+                              int(float(ev.get("ts", 0)) * 1e3), int(float(ev.get("dur", 0)) * 1e3),
+                              ev.get("cat") != "kernel"))
     return out

@@ -500,6 +500,9 @@ class KernelReport:
     """Functions of torch, Triton or the harness replaced since the worker's snapshot (harness.execute.tamper)."""
     new_children: int = 0
     """Child processes of the worker alive at the end of the phase."""
+    side_us: float = 0.0
+    """GPU microseconds of the window's kernels and copies on streams other than the markers'
+    (:attr:`harness.execute.profiling.Attribution.side_us`)."""
 
 
 @message("workload_done")

@@ -49,7 +49,7 @@ from harness.execute.process import gpu_probe, kill_group, make_scratch, run_tag
 from harness.execute.scheduler import DeviceUnhealthy
 from harness.execute.task import DeviceContext, Task
 from harness.execute.timing_phase import TimingPhase, stats
-from harness.measure.timing import TimingConfig, hold_for
+from harness.measure.timing import TimingConfig, confirm_side_work, hold_for
 from harness.records import (CorrectnessStats, ErrorInfo, JobResult, KernelAttribution, Status, TimingStats,
                              TrustedTiming, Verification)
 from harness.results.ids import job_id, now
@@ -585,6 +585,7 @@ class Session:
         library = self._library_kernels(ctx) or frozenset()
         att = attr.attribute([attr.Row(r.name, r.inside_us, r.count) for r in rep.rows], calls, set(library),
                              set(rep.dsl_names))
+        att = dataclasses.replace(att, side_us=rep.side_us)
         reason = attr.fallback_reason(att)
         if reason is not None:
             return judge.hack(reason, "library_fallback", dsl_share=att.dsl_share,
@@ -619,9 +620,7 @@ class Session:
                 self._lap(w.name, "timing_s")
                 self._fail(w, result, correctness=corr)
                 raise _Stop
-            cand_ms, lib_ms, cand_enq, checks, timed, windows_note = result
-            if windows_note:
-                warnings.append(windows_note)
+            cand_ms, lib_ms, cand_enq, checks, timed, windows_note, stream_windows = result
             t_part = time.monotonic()
             kernels_t = self._attribution(w, ctx, timed)
             self._add(w.name, "kernels_s", time.monotonic() - t_part)
@@ -629,6 +628,10 @@ class Session:
                 self._lap(w.name, "timing_s")
                 self._fail(w, kernels_t, correctness=corr)
                 raise _Stop
+            cand_ms, lib_ms, windows_note = confirm_side_work(cand_ms, lib_ms, windows_note, stream_windows,
+                                                              kernels_t.side_us)
+            if windows_note:
+                warnings.append(windows_note)
             t_part = time.monotonic()
             trusted = phase.trusted_clock(w, ctx, checker, cand_ms, lib_ms, cand_enq, lib_excess)
             self._add(w.name, "batches_s", time.monotonic() - t_part)

@@ -217,7 +217,7 @@ class TimingPhase:
             phases[f"beside_{kind}_s"] = o.seconds
         if len(sets) == 1:
             return keep, ""
-        merged = (*keep[:3], sum(s[3] for s in sets), sum(s[4] for s in sets), keep[5])
+        merged = (*keep[:3], sum(s[3] for s in sets), sum(s[4] for s in sets), *keep[5:])
         return merged, _settle_note(sets, sets.index(keep), running, paused, beside)
 
     def sample(self, w: Any, ctx: P.Context, checker: Any, cfg: TimingConfig, lib_excess: float,
@@ -225,7 +225,8 @@ class TimingPhase:
         """Warm-ups and samples, alternating worker and checker by blocks; verification at secret positions.
 
         Returns (candidate ms, library ms, candidate enqueue us, calls verified, calls made, note on the
-        windows used), or a Failure.
+        windows used, the stream windows (candidate ms, library ms) when device-wide ones were chosen, else None),
+        or a Failure.
         """
         o = self.s.o
         limit = cfg.warmup + cfg.samples
@@ -312,8 +313,9 @@ class TimingPhase:
             i += m
         self.s._send(P.Release(call_ids=release))
         self.tail_gaps.append(tail_gap_stats(cand_ms, cand_dev, lib_ms, lib_dev, cand_idle, lib_idle))
+        stream = (cand_ms, lib_ms)
         cand_ms, lib_ms, note = choose_windows(cand_ms, cand_dev, lib_ms, lib_dev, cand_idle, lib_idle)
-        return cand_ms, lib_ms, cand_enq, checks, limit, note
+        return cand_ms, lib_ms, cand_enq, checks, limit, note, stream if note else None
 
     @staticmethod
     def _drop(checker: Any, keep_ids: tuple[int, ...]) -> None:

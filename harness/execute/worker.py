@@ -383,7 +383,7 @@ class Worker:
             profiler=self.profiler.status, markers=att.markers, calls=self.calls_in_window,
             rows=tuple(P.KernelRow(name=n[:300], inside_us=a, count=c, outside_us=o) for n, (a, c, o) in rows),
             dsl_names=tuple(sorted(self.guards.COUNTER.names))[:256], patched=tuple(self.tamper.changed()),
-            new_children=len(self.guards.live_children())))
+            new_children=len(self.guards.live_children()), side_us=att.side_us))
         self.calls_in_window = 0
 
 

@@ -196,3 +196,33 @@ def test_bundled_kernels_pass_with_the_trusted_protocol(tmp_path):
         assert r.verification.checked_calls >= 3 and r.verification.mismatches == 0
         assert r.trusted_timing.source == "cuda_event", r.trusted_timing
         assert r.screening is not None and r.screening.verdict.value != "reward_hack"
+
+
+def test_the_profiler_measures_work_on_another_stream_and_none_on_the_timed_one():
+    """The confirmation of device-wide windows (harness.measure.timing.confirm_side_work) reads this: a forward
+    whose kernels all run on the timed stream has no side work; one that leaves a kernel and a copy on a side
+    stream has both counted."""
+    import torch
+
+    from harness.execute.profiling import KernelProfiler, attribute
+    from harness.measure.timing import DeviceTimer
+
+    timer = DeviceTimer("cuda", 64 << 20)
+    rate = timer.calibrate()
+    side = torch.cuda.Stream()
+    a, b = torch.randn(1 << 22, device="cuda"), torch.empty(1 << 22, device="cuda")
+
+    def on_side():
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(int(50 * rate))
+            b.copy_(a)
+
+    prof = KernelProfiler("cuda", running=False)
+    assert prof.available, prof.status
+    for fn, has_side in ((lambda: torch.cuda._sleep(int(50 * rate)), False), (on_side, True)):
+        prof.begin()
+        for _ in range(3):
+            timer.timed_call(fn, 50.0)
+        att = attribute(prof.end())
+        assert att.markers == 6 and (att.side_us > 40 * 3 if has_side else att.side_us == 0.0), att

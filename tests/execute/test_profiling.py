@@ -30,3 +30,15 @@ def test_a_forged_marker_shifts_the_count():
     ks = [k("spin_kernel", 10), k("spin_kernel", 15), k("library_gemm", 20), k("spin_kernel", 30)]
     att = attribute(ks)
     assert att.markers == 3  # judge.judge_markers: 3 markers for 1 call is a reward hack
+
+
+def test_side_stream_work_is_measured_kernels_and_copies_alike():
+    """What the side-stream confirmation reads (harness.measure.timing.confirm_side_work): the GPU time of kernels
+    and copies on any stream but the markers'. A copy on the timed stream is ordered before the end event and is
+    not counted; copies never enter the kernel table."""
+    ks = [k("spin_kernel", 10), k("x", 20), k("Memcpy DtoD (Device -> Device)", 25, dur=500), k("spin_kernel", 30)]
+    ks[2] = Kernel(ks[2].name, MAIN, 25, 500, copy=True)
+    att = attribute(ks)
+    assert att.side_us == 0.0 and "Memcpy DtoD (Device -> Device)" not in att.rows
+    side = attribute([*ks, Kernel("Memset (Device)", SIDE, 35, 2000, copy=True), k("late", 40, 3000, SIDE)])
+    assert side.side_us == 5.0 and side.rows["late"] == (3.0, 1, 0.0)

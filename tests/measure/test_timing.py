@@ -74,3 +74,18 @@ def test_cpu_config_is_short_and_samples_count():
     cfg = TimingConfig.for_device("cpu")
     assert cfg.samples == cfg.reps * cfg.trials <= 5
     assert TimingConfig.from_dict(cfg.to_dict()) == cfg
+
+
+def test_device_wide_windows_stand_only_with_work_on_another_stream():
+    """Bug it stops (H200, leaderboards/h200-2026-12-03-s14 run 4): an honest TileLang GELU, every kernel on the
+    timed stream, was scored device-wide (28% slower than its other run) because the host saw its device-wide
+    end 41 us after the library's in all three sample sets. Stream order: with no kernel or copy on another
+    stream nothing runs after the end event, so the stream windows are scored."""
+    dev_c, dev_l, stream = [0.23] * 5, [0.18] * 5, ([0.178] * 5, [0.172] * 5)
+    note = "work finished 41 us after the timed stream's end event (side stream?): both sides timed device-wide"
+    c, lib, why = timing.confirm_side_work(dev_c, dev_l, note, stream, 0.0)
+    assert (c, lib) == stream and "the profiler saw no kernel or copy on another stream" in why
+    # what it keeps: real work on another stream, or no profiler, leaves the device-wide windows
+    assert timing.confirm_side_work(dev_c, dev_l, note, stream, 12.5) == (dev_c, dev_l, note)
+    assert timing.confirm_side_work(dev_c, dev_l, note, stream, None) == (dev_c, dev_l, note)
+    assert timing.confirm_side_work(stream[0], stream[1], "", None, 0.0) == (stream[0], stream[1], "")
