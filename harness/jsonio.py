@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gzip
 import json
 import math
 import os
@@ -126,11 +127,13 @@ def read_jsonl(path: str | os.PathLike, *, on_bad_line=None) -> list[dict]:
     Invalid lines (a truncated tail after a kill, hand edits) are reported via
     ``on_bad_line(path, lineno, message)`` and skipped; with no callback they
     raise :class:`JsonlProblem` naming the file and line. Valid records are
-    never dropped because of a bad neighbour.
+    never dropped because of a bad neighbour. A path ending in ``.gz`` is read
+    through gzip (committed evidence is stored so).
     """
     path = Path(path)
     out: list[dict] = []
-    with open(path, "rb") as f:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as f:
         for lineno, raw in enumerate(f, start=1):
             if not raw.strip():
                 continue

@@ -39,7 +39,7 @@ def _warn(path: Path, lineno: int, msg: str) -> None:
 
 def results_path(out_dir: str | Path) -> Path:
     p = Path(out_dir)
-    return p if p.suffix == ".jsonl" else p / RESULTS_NAME
+    return p if p.suffix == ".jsonl" or p.name.endswith(".jsonl.gz") else p / RESULTS_NAME
 
 
 def load_results(paths: str | Path | Iterable[str | Path]) -> list[JobResult]:

@@ -66,3 +66,15 @@ def test_unknown_field_is_a_clear_error():
     d["latency"] = 3
     with pytest.raises(ValueError, match="unknown field"):
         JobResult.from_dict(d)
+
+
+def test_gzipped_results_read_as_committed_evidence(tmp_path):
+    """Committed device evidence is stored as results.jsonl.gz (leaderboards/h200-*): the reports read it as is."""
+    import gzip
+
+    store = ResultStore(tmp_path)
+    store.append(rec(1))
+    store.append(rec(2))
+    gz = tmp_path / "suite_results.jsonl.gz"
+    gz.write_bytes(gzip.compress(store.path.read_bytes()))
+    assert [r.job_id for r in load_results(gz)] == ["job1", "job2"]
