@@ -7,7 +7,7 @@ its median gap from the stream's end event to the device-wide end exceeds the li
 max(20 us, 10% of its stream time) (:func:`harness.measure.timing.choose_windows`). Under load on the H200
 (session 13) honest kernels crossed that line when the gap was the device-wide end as the host saw it.
 Records keep the scored set's gap statistics in ``phase_s``
-(:func:`harness.execute.timing_phase.tail_gap_stats`); this tool says, per record, which rules fire on them:
+(:func:`harness.measure.timing.tail_gap_stats`); this tool says, per record, which rules fire on them:
 
 * ``net``: the rule in force since session 14: each call's device-wide end less the host's round trip to the
   idle GPU measured right after it;

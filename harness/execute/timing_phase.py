@@ -30,7 +30,7 @@ from harness.execute.activity import describe
 from harness.execute.inputs import ROUND_TRANSFORMS, round_seed
 from harness.execute.memory import BATCH_KEEP_BYTES
 from harness.execute.options import MIN_TIMED_CHECKS
-from harness.measure.timing import MIN_REPS, TimingConfig, choose_windows, hold_for, net_device, summarize
+from harness.measure.timing import MIN_REPS, TimingConfig, choose_windows, hold_for, summarize, tail_gap_stats
 from harness.records import ErrorInfo, Status, TimingStats
 from harness.score import judge
 from harness.score.clock import per_call, spread
@@ -119,33 +119,6 @@ def _settle_note(sets: list[tuple], kept: int, running: list[int | None] | None 
     return (f"sampled {times}: " + "; ".join(f"the {_ORDINALS[i]} set {said(i, s)}" for i, s in enumerate(sets))
             + (f" (the GPU held idle {paused_s:.1f} s before the last)" if paused_s else "")
             + f"; the {_ORDINALS[kept]} is scored")
-
-
-def tail_gap_stats(cand_ms: list[float], cand_dev: list[float], lib_ms: list[float], lib_dev: list[float],
-                   cand_idle: list[float] | None = None, lib_idle: list[float] | None = None) -> dict[str, float]:
-    """Seconds from each call's stream end event to its device-wide end (diagnostics ``tail_gap_*``).
-
-    As the host saw it (the rule before session 14): per side the median (``kernel``, ``library``) and the 10th
-    percentile (``kernel_p10``, ``library_p10``), and ``pair_extra``, the median over alternating pairs of the
-    candidate's gap minus the library's. Without the host's round trip (what
-    :func:`harness.measure.timing.choose_windows` compares): ``kernel_net``, ``library_net`` (medians) and per
-    side the round trip itself (``kernel_idle``, ``library_idle``, medians). In session 13's H200 runs honest
-    kernels were scored device-wide under load on the first kind (a median extra gap of 21-61 us).
-    """
-    out: dict[str, float] = {}
-    gc = [d - c for c, d in zip(cand_ms, cand_dev)]
-    gl = [d - c for c, d in zip(lib_ms, lib_dev)]
-    for name, gaps in (("kernel", gc), ("library", gl)):
-        if gaps:
-            out[name] = statistics.median(gaps) / 1e3
-            out[f"{name}_p10"] = sorted(gaps)[len(gaps) // 10] / 1e3
-    if gc and len(gc) == len(gl):
-        out["pair_extra"] = statistics.median(a - b for a, b in zip(gc, gl)) / 1e3
-    for name, s, d, idle in (("kernel", cand_ms, cand_dev, cand_idle), ("library", lib_ms, lib_dev, lib_idle)):
-        if s and idle and len(idle) == len(d):
-            out[f"{name}_idle"] = statistics.median(idle) / 1e3
-            out[f"{name}_net"] = statistics.median(n - x for x, n in zip(s, net_device(s, d, idle))) / 1e3
-    return {k: v for k, v in out.items() if v >= 0 or k == "pair_extra"}
 
 
 class TimingPhase:

@@ -191,7 +191,7 @@ def test_the_scored_sets_tail_gaps_are_kept_for_diagnosis():
 def test_tail_gap_stats_floor_and_pairs():
     """The floor (10th percentile) of each side's gaps and the pairwise extra: a disturbance in part of a set
     moves the candidate's median gap but not its floor; a side stream moves both."""
-    from harness.execute.timing_phase import tail_gap_stats
+    from harness.measure.timing import tail_gap_stats
 
     stream = [0.1] * 20
     disturbed = [0.1 + (0.06 if i >= 8 else 0.01) for i in range(20)]  # late 60 us in 12 of 20 calls
