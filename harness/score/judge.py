@@ -9,6 +9,8 @@ rule and its test live side by side.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,6 +84,10 @@ def judge_call(r: P.CallReport, *, dsl: str, device: str, library_aten: tuple[st
         retry = r.out_of_memory and device != "cpu"
         return Failure(Status.RUNTIME_ERROR, f"forward raised {err.type}: {brief(err.message)}", retry_alone=retry,
                        traceback_tail=(err.traceback_tail or "")[-3000:])
+    claims = {"stream_ms": r.stream_ms, "device_ms": r.device_ms, "enqueue_us": r.enqueue_us, "idle_ms": r.idle_ms}
+    bad_claims = {k: repr(v) for k, v in claims.items() if not (math.isfinite(v) and v >= 0)}
+    if bad_claims:  # an honest worker's events and clocks only give finite, non-negative times
+        return hack(f"the call's timing report is not a set of times: {bad_claims}", "timing_claim", **bad_claims)
     if r.new_threads:
         return hack(f"forward left {r.new_threads} thread(s) running after it returned", "late_thread")
     if r.new_children:

@@ -25,6 +25,21 @@ def test_an_honest_call_passes():
     assert j(call()) is None and j(call(), profiled=False, device="cpu") is None
 
 
+def test_a_timing_report_that_is_not_a_set_of_times_is_a_reward_hack():
+    """Exploit: a worker rewritten from inside reports NaN, infinite or negative times (the protocol's decoder
+    takes any JSON number, Python's NaN and Infinity among them). Before this rule such a sample reached the
+    set's statistics, where a NaN makes every comparison false, and the record."""
+    for field in ("stream_ms", "device_ms", "enqueue_us", "idle_ms"):
+        for bad in (float("nan"), float("inf"), -0.5):
+            f = j(call(**{"stream_ms": 0.1, "device_ms": 0.12, field: bad}))
+            assert f.status is Status.REWARD_HACK and f.evidence["mechanism"] == "timing_claim", (field, bad)
+            assert f.evidence[field] == repr(bad)
+    assert j(call(stream_ms=0.1, device_ms=0.12, enqueue_us=40.0, idle_ms=0.03)) is None
+    # the wire form: NaN passes the decoder (a number), the judge refuses it
+    wire = P.encode(call(stream_ms=float("nan")))
+    assert j(P.decode(wire)).evidence["mechanism"] == "timing_claim"
+
+
 def test_audit_refusals_and_patched_functions_are_reward_hacks():
     f = j(call(audit_blocked=("sys._getframe: <frame>",)))
     assert f.status is Status.REWARD_HACK and f.evidence["mechanism"] == "audit_hook"
