@@ -11,7 +11,8 @@ they were made)::
                                is taken again (3 sets at most); a set on the stream's clock, the quietest, is scored
     B batches per side         Batch / LibBatch: the inputs, both sides at once (untimed), then RunBatch and
                                then RunLibBatch timed by the parent, minus an empty one; two calls per batch
-                               (all of a small one), chosen before and told to no one, verified
+                               (all of a small one), chosen before and told to no one, verified; B more when
+                               the events disagree with them (:meth:`TimingPhase.trusted_clock`)
 
 and, once the candidate's process has exited, :meth:`TimingPhase.quiet_checks`
 measures the library again where this session's library times were slower
