@@ -16,7 +16,10 @@ Records keep the scored set's gap statistics in ``phase_s``
   the floor; work on a side stream in nine calls of ten moves both);
 * ``pair``: the median over alternating pairs of the candidate's host-seen gap minus the library's.
 
-Records timed device-wide have the stream time estimated as their scored median minus their median gap.
+The ``side us`` column is the profiler's GPU time of the forward's kernels and copies on other streams
+(``kernels.side_us``, since session 14): device-wide windows stand only where it is above 0 (or no profiler ran;
+:func:`harness.measure.timing.confirm_side_work`). Records timed device-wide have the stream time estimated as
+their scored median minus their median gap.
 Records without the statistics (before session 13's diagnostics) are counted, not judged.
 """
 
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import statistics
 import sys
 
 SLACK_MS = 0.020
@@ -55,7 +59,8 @@ def judge(rec: dict) -> dict | None:
         extra["net"] = (ph["tail_gap_kernel_net_s"] - ph["tail_gap_library_net_s"]) * 1e3
     idle = (ph.get("tail_gap_kernel_idle_s"), ph.get("tail_gap_library_idle_s"))
     return {"name": f"{rec['candidate']} {rec['workload']}", "device_wide": device_wide, "limit_ms": limit_ms,
-            "extra_ms": extra, "idle_s": idle, "fires": {k: v > limit_ms for k, v in extra.items()}}
+            "extra_ms": extra, "idle_s": idle, "side_us": (rec.get("kernels") or {}).get("side_us"),
+            "fires": {k: v > limit_ms for k, v in extra.items()}}
 
 
 def main(argv: list[str]) -> int:
@@ -73,17 +78,17 @@ def main(argv: list[str]) -> int:
     rows = [j for j in judged if j["device_wide"] or any(j["fires"].values())]
     rules = ("net", "host", "floor", "pair")
     print(f"{'record':56s} {'scored':6s} {'limit us':>8s} " + " ".join(f"{r + ' us':>8s}" for r in rules)
-          + f" {'idle us (k/l)':>13s}  fires")
+          + f" {'idle us (k/l)':>13s} {'side us':>8s}  fires")
     for j in rows:
         e = j["extra_ms"]
         cells = " ".join(f"{e[r] * 1e3:8.1f}" if r in e else f"{'-':>8s}" for r in rules)
         ik, il = j["idle_s"]
         idle = f"{ik * 1e6:6.1f}/{il * 1e6:<6.1f}" if ik is not None and il is not None else f"{'-':>13s}"
+        side = f"{j['side_us']:8.1f}" if j["side_us"] is not None else f"{'-':>8s}"
         print(f"{j['name'][-56:]:56s} {'device' if j['device_wide'] else 'stream':6s} {j['limit_ms'] * 1e3:8.1f} "
-              f"{cells} {idle:>13s}  {','.join(k for k, v in j['fires'].items() if v) or '-'}")
+              f"{cells} {idle:>13s} {side}  {','.join(k for k, v in j['fires'].items() if v) or '-'}")
     both = [j for j in judged if j["idle_s"][0] is not None and j["idle_s"][1] is not None]
     if both:
-        import statistics
         ik = statistics.median(j["idle_s"][0] for j in both) * 1e6
         il = statistics.median(j["idle_s"][1] for j in both) * 1e6
         print(f"\nhost round trip to the idle GPU, median over {len(both)} records: candidate {ik:.1f} us, "

@@ -32,7 +32,8 @@ def test_a_disturbance_moves_the_median_not_the_floor():
     j = tool.judge(LOAD)
     assert j["device_wide"] and abs(j["limit_ms"] - 0.020) < 1e-12  # 10% of 0.157 ms stream time is under 20 us
     assert j["fires"] == {"host": True, "floor": False, "pair": True, "net": False}
-    assert abs(j["limit_ms"] - 0.020) < 1e-12 and j["idle_s"] == (57e-6, 8e-6)
+    assert abs(j["limit_ms"] - 0.020) < 1e-12 and j["idle_s"] == (57e-6, 8e-6) and j["side_us"] is None
+    assert tool.judge({**LOAD, "kernels": {"side_us": 0.0}})["side_us"] == 0.0
 
 
 def test_a_side_stream_fires_every_rule():
