@@ -20,7 +20,7 @@
 #   bash tools/device/trusted_run.sh tests suite      then      bash tools/device/trusted_run.sh fixtures bench
 # The calibration is cached under /tmp/kg-cache, so a later command on the same (warm) machine reuses it.
 set -uo pipefail
-[ $# -gt 0 ] || { echo "usage: $0 PART... (tests fixtures suite bench trace part1 part2)" >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: $0 PART... (tests fixtures suite suite_exec suite_var bench trace part1 part2)" >&2; exit 2; }
 OUT="${OUT:-/tmp/kg-out}"
 t0=$(date +%s)
 export KERNELGATE_CACHE=/tmp/kg-cache
@@ -107,7 +107,7 @@ elif [ "$part" = bench ]; then
   rm -rf "$OUT/bench" "$OUT/cache"
   tail -12 "$OUT/bench.txt"; tail -6 "$OUT/repeat_seq_vs_pipe.txt"
 else
-  echo "unknown part: $part (tests fixtures suite bench trace part1 part2)" >&2
+  echo "unknown part: $part (tests fixtures suite suite_exec suite_var bench trace part1 part2)" >&2
 fi
 done
 stamp "done"; ls "$OUT"
