@@ -11,7 +11,6 @@ imports this module.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import hashlib
 import secrets
@@ -23,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from harness import astparse
 from harness.candidates.discover import Candidate, discover
 from harness.execute.options import RunOptions
 from harness.execute.task import Task
@@ -102,7 +102,7 @@ def scan(cand: Candidate, source: str) -> tuple[ErrorInfo | None, Status | None,
     from harness.diagnose.lint import lint_source
 
     try:
-        ast.parse(source, filename=str(cand.path))
+        astparse.parse(source, filename=str(cand.path))
     except SyntaxError as exc:
         return (ErrorInfo("SyntaxError", f"{cand.path}:{exc.lineno}:{exc.offset}: {exc.msg}", (exc.text or "").rstrip()),
                 Status.COMPILE_ERROR, ())

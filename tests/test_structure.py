@@ -3,7 +3,9 @@
 * no import cycle between harness modules (module-level imports; ``TYPE_CHECKING`` blocks and imports
   inside functions are the sanctioned way to break one);
 * the engine (harness/execute) never imports the planner (harness.pipeline) or a command;
-* a module over 500 lines says why in its docstring (a ``Size (...)`` paragraph).
+* a module over 500 lines says why in its docstring (a ``Size (...)`` paragraph);
+* every parse goes through ``harness.astparse.parse`` (one at a time per process: CPython 3.11-3.12 corrupt
+  the AST constructor's state when two threads parse at once).
 """
 
 from __future__ import annotations
@@ -122,3 +124,18 @@ def test_every_slow_module_exists():
     SLOW_MODULES = root_conftest.SLOW_MODULES
     assert SLOW_MODULES and all((here / m).is_file() for m in SLOW_MODULES), \
         sorted(m for m in SLOW_MODULES if not (here / m).is_file())
+
+
+def _direct_parse_calls(tree: ast.AST) -> list[int]:
+    """Lines of ``ast.parse(...)`` calls in ``tree``."""
+    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "parse" and isinstance(n.func.value, ast.Name) and n.func.value.id == "ast"]
+
+
+def test_every_parse_goes_through_astparse():
+    """Bug it stops: harness/astparse.py (a HARNESS_ERROR on an honest candidate when two service batches parsed
+    at once). The checker finds what it names:"""
+    assert _direct_parse_calls(ast.parse("import ast\nast.parse('x')\nastparse.parse('y')\n")) == [2]
+    direct = {str(p.relative_to(ROOT)): lines for p in PKG.rglob("*.py") if p.name != "astparse.py"
+              if (lines := _direct_parse_calls(ast.parse(p.read_text(encoding="utf-8"))))}
+    assert not direct, f"call harness.astparse.parse instead of ast.parse: {direct}"

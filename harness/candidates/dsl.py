@@ -40,6 +40,8 @@ import ast
 import re
 from dataclasses import dataclass
 
+from harness import astparse
+
 DSLS = ("triton", "tilelang", "torch", "unknown")
 """Every label :func:`detect_dsl` can return (and a manifest or header may declare)."""
 
@@ -99,7 +101,7 @@ def scan_dsl(source: str) -> DslScan:
     """Classify ``source`` (see the module docstring for the order of the rules); never raises on bad input."""
     header = header_dsl(source)
     try:
-        tree = ast.parse(source)
+        tree = astparse.parse(source)
     except (SyntaxError, ValueError):  # ValueError: NUL bytes in the source
         imported = frozenset(n for n, rx in _IMPORT_LINE.items() if rx.search(source))
         if header:

@@ -26,6 +26,8 @@ import ast
 import re
 from dataclasses import dataclass
 
+from harness import astparse
+
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[\w+.#-]*)[^\n`]*$")
 _PYTHON_TAGS = {"", "python", "py", "python3", "py3"}
 _THINK = re.compile(r"<think>.*?(</think>|\Z)", re.DOTALL | re.IGNORECASE)
@@ -97,7 +99,7 @@ def syntax_error_text(exc: SyntaxError, text: str) -> str:
 def extract_source(text: str) -> Extraction:
     """The Python code in ``text`` (a candidate file's contents); see the module docstring for the rules."""
     try:
-        ast.parse(text)
+        astparse.parse(text)
         return Extraction(text)
     except SyntaxError as exc:
         plain_error = syntax_error_text(exc, text)
@@ -114,7 +116,7 @@ def extract_source(text: str) -> Extraction:
     refused: list[str] = []
     for b in python:
         try:
-            parsed.append((b, ast.parse(b.code)))
+            parsed.append((b, astparse.parse(b.code)))
         except SyntaxError as exc:
             inner = syntax_error_text(exc, b.code)
             refused.append(f"lines {b.first_line}-{b.last_line}: {inner}")

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import ast
 import dataclasses
 from pathlib import Path
+
+from harness import astparse
 
 EPILOG = """\
 A file that is an LLM's Markdown reply is linted as 'kernelgate run' executes it: the code of its
@@ -24,7 +25,7 @@ examples:
 def syntax_error(source: str, filename: str) -> str | None:
     """``FILE:LINE:COL: SyntaxError: message`` (with the offending line) when ``source`` does not parse, else None."""
     try:
-        ast.parse(source, filename=filename)
+        astparse.parse(source, filename=filename)
     except SyntaxError as e:
         where = f"{filename}:{e.lineno or '?'}:{e.offset or '?'}"
         text = f"{where}: {type(e).__name__}: {e.msg}"

@@ -33,6 +33,7 @@ from __future__ import annotations
 import ast
 import re
 
+from harness import astparse
 from harness.diagnose._astutil import ModuleIndex, call_arg, func_params, snippet, str_const, walk_scope
 from harness.diagnose.findings import Finding, format_findings, sort_findings
 
@@ -578,7 +579,7 @@ def scan_source(source: str, *, filename: str = "<candidate>") -> list[Finding]:
     Nothing in ``source`` is imported or executed.
     """
     try:
-        tree = ast.parse(source, filename=filename)
+        tree = astparse.parse(source, filename=filename)
     except SyntaxError as e:
         out = [Finding("parse-error", "warning", e.lineno, f"{filename} does not parse: {e.msg}",
                        "fix the syntax error; only a line-by-line scan was possible")]

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness import astparse
 from harness.problems import costcache
 from harness.problems.categories import CATEGORIES, classify
 from harness.problems.derive import DerivedCost, derive
@@ -234,7 +235,7 @@ def _exec_module(path: Path, overrides: dict[str, Any] | None) -> tuple[types.Mo
     """Run a problem file as a fresh module with ``overrides`` written into its source; (module, parsed tree)."""
     source = path.read_bytes()
     try:
-        tree = ast.parse(source, filename=str(path))
+        tree = astparse.parse(source, filename=str(path))
     except SyntaxError as exc:
         raise ProblemError(path, "<file>", f"line {exc.lineno}: {exc.msg}; the file must be valid Python") from None
     unbound: set[str] = set()
@@ -297,7 +298,7 @@ def eval_expr(expr: str | float, names: dict[str, Any], *, path: Path, field_nam
     if not isinstance(expr, str):
         raise ProblemError(path, field_name, f"expected an expression string or number, got {type(expr).__name__}")
     try:
-        tree = ast.parse(expr, mode="eval")
+        tree = astparse.parse(expr, mode="eval")
     except SyntaxError as exc:
         raise ProblemError(path, field_name, f"'{expr}' is not a valid expression ({exc.msg})") from None
     for node in ast.walk(tree):
@@ -465,13 +466,13 @@ def _resolve_overrides(path: Path, pid: str, base: types.ModuleType, overrides: 
         if key in have:
             applied[key] = value
         elif strict:
-            consts = sorted(effective_sizes(vars(base), ast.parse(path.read_bytes())))
+            consts = sorted(effective_sizes(vars(base), astparse.parse(path.read_bytes())))
             raise ProblemError(path, f"--set {key}", f"the module has no constant '{key}'; it has {consts}")
         else:
             skipped.append(key)
     for key, value in overrides.scoped_for(path.stem, pid).items():
         if key not in have:
-            consts = sorted(effective_sizes(vars(base), ast.parse(path.read_bytes())))
+            consts = sorted(effective_sizes(vars(base), astparse.parse(path.read_bytes())))
             raise ProblemError(path, f"--set {pid}:{key}", f"the module has no constant '{key}'; it has {consts}")
         applied[key] = value
     return applied, tuple(skipped)

@@ -39,6 +39,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from harness import astparse
 from harness.candidates.dsl import DSLS, KERNEL_DSLS, DslScan, detect_dsl, scan_dsl
 from harness.diagnose._astutil import ModuleIndex
 from harness.diagnose.findings import Finding, format_findings, sort_findings
@@ -130,7 +131,7 @@ def lint_path(path: str | Path) -> dict[str, list[Finding]]:
 def _parse(source: str, filename: str) -> ast.Module | Finding:
     """The module's ``ast``, or the ``parse-error`` finding that replaces every rule."""
     try:
-        return ast.parse(source, filename=filename)
+        return astparse.parse(source, filename=filename)
     except (SyntaxError, ValueError) as e:  # ValueError: NUL bytes (Python < 3.12)
         msg = e.msg if isinstance(e, SyntaxError) else str(e)
         return Finding(PARSE_ERROR, "info", getattr(e, "lineno", None), f"{filename} does not parse: {msg}",
