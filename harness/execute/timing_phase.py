@@ -334,8 +334,9 @@ class TimingPhase:
         least disturbed, and a delay only ever lengthens one, so more batches only bring the parent's clock
         closer to the truth. Bug it stops: a TileLang depthwise convolution (0.121 ms on its events in four
         suite runs) was scored host-bound at 0.211 ms in the fifth, on two batches slowed by a loaded host
-        (leaderboards/h200-2026-12-03-s14, run 1); the first of a workload's batches is always the slower one
-        (2.56 ms against 3.2-4.9 ms there), so the decision rested on one batch.
+        (leaderboards/h200-2026-12-03-s14, run 1). Its first batch was the slower of its two in every run
+        (3.2-4.9 ms against 2.56 ms), so the decision rested on one batch (in 445 of that session's 714 suite
+        records the first batch was the slower).
         """
         info, checks = None, 0
         for _ in range(2 if self.s.cuda else 1):
