@@ -88,7 +88,7 @@ elif [ "$part" = suite ] || [ "$part" = suite_exec ] || [ "$part" = suite_var ];
   rm -rf "$OUT/$tag"
   tail -12 "$OUT/$tag.txt"; tail -1 "$OUT/side_stream_rules_$tag.txt"
   if [ "$tag" != suite ] && [ -f "$OUT/suite_results.jsonl" ]; then
-    python3 tools/compare_repeats.py "$OUT/suite_results.jsonl" "$OUT/${tag}_results.jsonl" \
+    python3 tools/compare_repeats.py --elib "$OUT/suite_results.jsonl" "$OUT/${tag}_results.jsonl" \
       > "$OUT/repeat_suite_vs_$tag.txt" 2>&1
     tail -2 "$OUT/repeat_suite_vs_$tag.txt"
   fi
