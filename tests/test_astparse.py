@@ -37,3 +37,18 @@ def test_parses_from_several_threads_never_overlap(monkeypatch):
         t.join()
     assert len(trees) == 6 and most[0] == 1
     assert isinstance(astparse.parse("1 + 2", mode="eval"), ast.Expression)
+
+
+def test_compiling_a_tree_takes_the_same_lock():
+    tree = astparse.parse("y = 2 * 3\n")
+    scope: dict = {}
+    astparse._LOCK.acquire()
+    try:
+        done = threading.Event()
+        t = threading.Thread(target=lambda: (exec(astparse.compile_tree(tree, "<t>", "exec"), scope), done.set()))
+        t.start()
+        assert not done.wait(0.2)  # held while another thread parses
+    finally:
+        astparse._LOCK.release()
+    t.join()
+    assert done.is_set() and scope["y"] == 6

@@ -246,7 +246,7 @@ def _exec_module(path: Path, overrides: dict[str, Any] | None) -> tuple[types.Mo
     if spec is None or spec.loader is None:
         raise ProblemError(path, "<file>", "cannot be imported as a Python module")
     module = importlib.util.module_from_spec(spec)
-    code = compile(tree, str(path), "exec")
+    code = astparse.compile_tree(tree, str(path), "exec")
     sys.modules[name] = module
     try:
         exec(code, module.__dict__)  # noqa: S102 - problem files are trusted
@@ -308,7 +308,7 @@ def eval_expr(expr: str | float, names: dict[str, Any], *, path: Path, field_nam
             raise ProblemError(path, field_name, f"'{expr}': only {sorted(_ALLOWED_FUNCS)} may be called")
         if isinstance(node, ast.Name) and node.id not in names and node.id not in _ALLOWED_FUNCS:
             raise ProblemError(path, field_name, f"'{expr}': unknown name '{node.id}'; known: {sorted(names)}")
-    return float(eval(compile(tree, str(path), "eval"), {"__builtins__": {}}, {**_ALLOWED_FUNCS, **names}))
+    return float(eval(astparse.compile_tree(tree, str(path), "eval"), {"__builtins__": {}}, {**_ALLOWED_FUNCS, **names}))
 
 
 # --------------------------------------------------------------------------- costs
