@@ -10,7 +10,7 @@ from harness import astparse
 
 
 def test_parses_from_several_threads_never_overlap(monkeypatch):
-    """Bug it stops: two threads building ASTs at once corrupt CPython 3.11-3.12's AST constructor state
+    """Bug it stops: two threads building ASTs at once corrupt CPython 3.11's AST constructor state
     (``SystemError: AST constructor recursion depth mismatch``); a service batch got a HARNESS_ERROR for an
     honest candidate. Here a slowed ``ast.parse`` counts how many threads are inside it at once."""
     inside, most = [0], [0]

@@ -4,7 +4,7 @@
   inside functions are the sanctioned way to break one);
 * the engine (harness/execute) never imports the planner (harness.pipeline) or a command;
 * a module over 500 lines says why in its docstring (a ``Size (...)`` paragraph);
-* every parse goes through ``harness.astparse.parse`` (one at a time per process: CPython 3.11-3.12 corrupt
+* every parse goes through ``harness.astparse.parse`` (one at a time per process: CPython 3.11 can corrupt
   the AST constructor's state when two threads parse at once).
 """
 
