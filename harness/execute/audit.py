@@ -8,7 +8,13 @@ threads, the garbage collector's view of every object, raw memory through
 logged refusal as a reward hack (an honest kernel never needs these).
 
 Which code is "the candidate's": a frame whose file lies under the
-candidate's scratch folder (its file, anything it wrote there). An event is
+candidate's scratch folder (its file, anything it wrote there). Code
+compiled from a string has a made-up file name (``<string>``, ``<stdin>``):
+it is the code of the first real, non-standard-library file up its stack,
+and the candidate's when no such file is there (a thread it started). Bug it
+stops: a string annotation evaluated by ``typing.get_type_hints`` ran
+``exec``, ``gc.get_objects``, ``ctypes`` and ``subprocess`` as "<string>",
+which the hooks took for library code (red team, session 15). An event is
 refused when it comes *from* candidate code::
 
     direct events (frames, gc, exec/compile, new code objects, tracing):
@@ -17,6 +23,15 @@ refused when it comes *from* candidate code::
     library-mediated events (ctypes, processes, sockets):
         the first frame outside the standard library is the candidate's
         (Triton calling the C compiler, or torch loading a library, is not)
+
+Since trust goes by file name, a file name is checked where code gets one
+while candidate code is on the stack: ``compile`` under a real file's name
+must be given that file's own text (``py_compile``'s ``dfile``,
+``InspectLoader.source_to_code`` and ``codeop`` take any name); a code object
+that names a real file is run (``exec``) only by importlib's own loader for
+that file (``_imp._fix_co_filename`` renames a code object unaudited);
+``marshal`` loads code only for importlib's loader of a file outside the
+candidate's folder (a ``.pyc`` keeps the name it was built with).
 
 Limits (README "Security"): hooks are per process and see only what CPython
 audits; attribute assignment on classes and modules is not audited (the
@@ -38,8 +53,10 @@ DIRECT = frozenset({
 MEDIATED_PREFIXES = ("ctypes.", "subprocess.", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
                      "os.forkpty", "os.kill", "os.killpg", "pty.spawn", "socket.", "cffi")
 FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back", "f_globals", "f_locals"})
-GUARDED_ATTRS = FRAME_ATTRS | {"__code__", "__globals__", "__closure__"}
+GUARDED_ATTRS = FRAME_ATTRS | {"__code__", "__globals__", "__closure__", "gi_code", "cr_code", "ag_code", "f_code"}
 FRAME_EVENTS = frozenset({"sys._getframe", "sys._current_frames", "sys._getframemodulename"})
+CODE_EVENTS = frozenset({"compile", "exec", "marshal.loads", "marshal.load"})
+"""Events that make or run code: checked for a borrowed file name while candidate code is on the stack."""
 FRAME_HELPERS = ("inspect.py", "traceback.py")
 """Stdlib modules that hand frames to their caller (inspect.currentframe, stack, trace; traceback.walk_stack):
 a frame event they raise for candidate code is the candidate's. Their other reads (``inspect.signature``
@@ -81,6 +98,7 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
     ``exempt`` (the compilers' caches inside the scratch folder).
     """
     log = AuditLog()
+    _snapshot_loaders()
     roots = tuple(r.rstrip("/") + "/" for r in candidate_roots)
     exempt_roots = tuple(r.rstrip("/") + "/" for r in exempt)
     stdlib = _stdlib_roots()
@@ -89,10 +107,24 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
     getframe = sys._getframe
 
     def is_candidate(filename: str) -> bool:
-        return filename.startswith(roots) and not filename.startswith(exempt_roots)
+        # a compiler cache's Python source is whoever wrote it: the caches hold binaries, never .py files
+        return filename.startswith(roots) and (filename.endswith(".py") or not filename.startswith(exempt_roots))
 
     def is_stdlib(filename: str) -> bool:
         return filename.startswith("<frozen") or (filename.startswith(stdlib) and not filename.startswith(site))
+
+    def owner(frame) -> bool:
+        """Whether the first frame from ``frame`` outward that is neither the standard library's nor made-up
+        (code compiled from a string) is the candidate's; with none, whether made-up code was passed."""
+        made_up = False
+        while frame is not None:
+            name = frame.f_code.co_filename
+            if _made_up(name):
+                made_up = True
+            elif not is_stdlib(name):
+                return is_candidate(name)
+            frame = frame.f_back
+        return made_up
 
     def origin(direct: bool, frames: bool) -> bool:
         frame = getframe(2)  # 0: origin, 1: hook, 2: the code that triggered the event
@@ -102,17 +134,62 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
         if direct:
             if is_candidate(name):
                 return True
+            if _made_up(name):
+                return owner(frame)
             if not (frames and name.endswith(FRAME_HELPERS)):
                 return False
             frame = frame.f_back
-        while frame is not None:
-            name = frame.f_code.co_filename
-            if not is_stdlib(name):
-                return is_candidate(name)
-            frame = frame.f_back
-        return False
+        return owner(frame)
+
+    def borrowed_name(event: str, args: tuple) -> str | None:
+        """For a code event made by the standard library (or by made-up code) while candidate code is on the
+        stack: why the code it makes or runs may wear a file name that is not its own, else None."""
+        frame = getframe(2)
+        if frame is None:
+            return None
+        caller = frame.f_code.co_filename
+        if not (is_stdlib(caller) or _made_up(caller)):
+            return None  # a library (Triton, torch) or the candidate itself (refused as a direct event)
+        stack, f = [], frame
+        while f is not None:
+            stack.append(f)
+            f = f.f_back
+        if not any(is_candidate(f.f_code.co_filename) for f in stack):
+            return None
+        if event == "compile":
+            filename = str(args[1]) if len(args) > 1 else ""
+            if _made_up(filename) or is_candidate(filename) or frame.f_code is _AST_PARSE[0]:
+                return None  # ast.parse makes a tree, not code: compiling the tree is a compile of its own
+            if _same_text(args[0], filename):
+                return None
+            return f"code compiled under the name of {filename[:80]} is not that file's text"
+        if event == "exec":
+            code = args[0] if args else None
+            filename = getattr(code, "co_filename", None)
+            if not isinstance(filename, str) or _made_up(filename) or is_candidate(filename):
+                return None
+            if any(_loads(f, "exec_module", trusted) for f in stack):
+                return None
+            if filename.startswith("<frozen ") and any(f.f_code is _FROZEN_EXEC[0] for f in stack):
+                return None  # a frozen module's code, from the interpreter's own data
+            return f"code named {filename[:80]} run by other than importlib's loader of that file"
+        if any(_loads(f, "get_code", trusted) for f in stack):  # marshal.loads / marshal.load
+            return None
+        return "marshal data loaded as code other than by importlib from a file outside the candidate's folder"
+
+    def trusted(path: str) -> bool:
+        return bool(path) and not _made_up(path) and not path.startswith(roots)
 
     def hook(event: str, args: tuple) -> None:
+        if event in CODE_EVENTS and not getattr(guard, "busy", False):
+            guard.busy = True
+            try:
+                why = borrowed_name(event, args)
+            finally:
+                guard.busy = False
+            if why is not None:
+                log.add(f"{event}: {why}")
+                raise Refused(f"kernelgate: {why} (audit hook); see README 'Security'")
         frames = event in FRAME_EVENTS
         if event in DIRECT:
             if event.startswith("object."):
@@ -139,3 +216,79 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
 
     sys.addaudithook(hook)
     return log
+
+
+def _made_up(filename: str) -> bool:
+    """A code object's file name that names no file: code compiled from a string (``<string>``, ``<stdin>``),
+    not the interpreter's frozen modules."""
+    return not filename or (filename.startswith("<") and not filename.startswith("<frozen"))
+
+
+def _same_text(source: object, filename: str) -> bool:
+    """Whether ``source`` (what ``compile`` was given) is the text of the file ``filename``."""
+    if not isinstance(source, (str, bytes, bytearray)):
+        return False
+    try:
+        with open(filename, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return False
+    if isinstance(source, str):
+        try:
+            return source == data.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+    return bytes(source) == data
+
+
+_LOADERS: dict[type, dict[str, object]] = {}
+"""importlib's file loaders and zip importer, with their methods as they were when the hooks were installed."""
+_LOADER_STATE = {"name", "path", "archive", "prefix", "_files"}
+"""What such a loader's instance may hold: an instance attribute ``get_code`` or ``get_data`` would shadow the
+method and hand importlib any code."""
+
+
+_AST_PARSE: list[object] = []
+"""The code of ``ast.parse`` (TileLang parses a kernel's source under its library file's name)."""
+_FROZEN_EXEC: list[object] = []
+"""The code of importlib's ``FrozenImporter.exec_module``, which runs frozen modules' code ("<frozen runpy>")."""
+
+
+def _snapshot_loaders() -> None:
+    import importlib.machinery
+    import zipimport
+
+    import ast
+
+    _FROZEN_EXEC[:] = [importlib.machinery.FrozenImporter.exec_module.__code__]
+    _AST_PARSE[:] = [ast.parse.__code__]
+    for cls in (importlib.machinery.SourceFileLoader, importlib.machinery.SourcelessFileLoader,
+                zipimport.zipimporter):
+        _LOADERS[cls] = _methods(cls)
+
+
+def _methods(cls: type) -> dict[str, object]:
+    """The class's attributes as its MRO defines them (raw: a classmethod read through the class is a new
+    object each time)."""
+    out: dict[str, object] = {}
+    for k in reversed(cls.__mro__):
+        out.update((n, v) for n, v in vars(k).items() if not n.startswith("__"))
+    return out
+
+
+def _loads(frame, method: str, trusted) -> bool:
+    """Whether ``frame`` is importlib's own ``method`` (``exec_module`` or ``get_code``) of a file loader or zip
+    importer (exact class, methods as installed, no instance attributes but its own: a subclass or a patched
+    method may return any code) for a file or archive ``trusted`` accepts."""
+    code = frame.f_code
+    if code.co_name != method or not code.co_filename.startswith(("<frozen importlib", "<frozen zipimport")):
+        return False
+    owner = frame.f_locals.get("self")
+    methods = _LOADERS.get(type(owner))
+    if methods is None or not set(getattr(owner, "__dict__", {})) <= _LOADER_STATE:
+        return False
+    now = _methods(type(owner))
+    if now.keys() != methods.keys() or any(now[n] is not m for n, m in methods.items()):
+        return False
+    path = getattr(owner, "archive", None) if hasattr(owner, "archive") else getattr(owner, "path", None)
+    return isinstance(path, str) and trusted(path)

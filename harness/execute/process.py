@@ -2,7 +2,10 @@
 
 Every process the parent starts runs in its own session (process group), with
 a scrubbed environment, stdin closed and stdout/stderr drained into capped
-buffers; :func:`kill_group` ends a process with everything it started.
+buffers; :func:`kill_group` ends a process with everything it started: its
+group, and its whole tree of descendants in whatever session (a worker is a
+child subreaper, so orphans of its candidate's processes are in that tree:
+:mod:`harness.execute.reaper`).
 Every process started here is also remembered in :data:`LIVE` until it is
 reaped, so a run that is interrupted (Ctrl-C, SIGTERM) can end them all
 (:func:`kill_all`) and leave no orphan behind.
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.execute import reaper
 from harness.execute.protocol import GPU_GO, GPU_WANT_LINE, WARM_LINE_MAX, parse_warm_line
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -152,28 +156,39 @@ def wait_briefly(proc: subprocess.Popen) -> int | None:
     return code
 
 
+def _kill_tree_and_group(proc: subprocess.Popen, spare: frozenset[int] = frozenset()) -> None:
+    """SIGKILL every descendant of ``proc`` (any session or group), ``proc`` itself, then its group."""
+    reaper.kill_tree(proc.pid, spare)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def kill_group(proc: subprocess.Popen) -> int | None:
-    """SIGKILL the process's whole group (it runs in its own session), reap it, return its exit code."""
+    """SIGKILL the process's whole tree (its descendants in any session: :func:`harness.execute.reaper.kill_tree`)
+    and its group (it runs in its own session), reap it, return its exit code.
+
+    Other processes of :data:`LIVE` in that tree are spared, with their own trees: a fork server's workers
+    outlive the server and are ended by their owners (``tests/execute/test_forkserver.py``).
+
+    Bug it stops: the group alone missed a candidate's ``sh -c 'setsid sleep 97 &'``, a process in a session
+    of its own, which outlived the run (``tests/execute/test_reaper.py``)."""
     if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        with _LIVE_LOCK:
+            spare = frozenset(p.pid for p in LIVE if p is not proc and p.returncode is None)
+        _kill_tree_and_group(proc, spare)
     return wait_briefly(proc)
 
 
 def kill_all() -> int:
-    """Kill every process this module started that is still alive (an interrupted run); returns how many."""
+    """Kill every process this module started that is still alive, with its whole tree and group (an
+    interrupted run); returns how many."""
     with _LIVE_LOCK:
         procs = list(LIVE)
-    n = 0
-    for proc in procs:
-        if proc.poll() is None:
-            n += 1
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+    alive = [proc for proc in procs if proc.poll() is None]  # before any kill: a server's tree holds its workers
+    for proc in alive:
+        _kill_tree_and_group(proc)
     for proc in procs:
         try:
             proc.wait(timeout=10)
@@ -181,7 +196,7 @@ def kill_all() -> int:
             pass
         with _LIVE_LOCK:
             LIVE.discard(proc)
-    return n
+    return len(alive)
 
 
 def signame(num: int) -> str:

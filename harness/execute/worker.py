@@ -397,10 +397,13 @@ def main(argv: list[str] | None = None) -> int:
                         "parent; a forked worker's is the harness, not the fork server)")
     args = parser.parse_args(argv)
 
-    from harness.execute import warmup
+    from harness.execute import reaper, warmup
     from harness.execute.channel import Endpoint
     from harness.execute.lifeline import watch_parent
 
+    # before anything of the candidate (and the audit hooks, which refuse ctypes to candidate code only): orphans
+    # of the candidate's processes become this worker's children, seen by the child check and killed with its tree
+    reaper.set_subreaper()
     watch_parent(pid=args.watch_pid)
     pre = json.loads(args.prestart) if args.prestart else None
     sandbox, warm = "", None
@@ -427,7 +430,10 @@ def main(argv: list[str] | None = None) -> int:
             "PrestartMismatch", "pre-started worker was set up for other problems or sandbox settings than its "
             "candidate's spec", ""))))
         return 4
-    Worker(spec, chan, warm, sandbox).run()
+    try:
+        Worker(spec, chan, warm, sandbox).run()
+    finally:
+        reaper.kill_tree(os.getpid(), itself=False)  # its adopted orphans would outlive it (handed up the tree)
     return 0
 
 

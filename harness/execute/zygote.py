@@ -13,6 +13,11 @@ Why: importing torch and Triton cost 5.3 s of CPU per worker on session 12's H20
 suite on 16 cores, every candidate's worker paying it again), and the first candidates waited for sixteen
 such imports side by side. A fork shares the imported pages instead.
 
+The server is a child subreaper (:mod:`harness.execute.reaper`): an orphan of a forked worker's tree that
+leaves the worker (the worker ended first, or its candidate cleared the worker's own flag) becomes the server's
+child instead of init's, and the server kills every child it did not fork as a worker at each tick of its loop
+(:func:`cull`), so a candidate's ``setsid`` process cannot outlive it there.
+
 Fork is only safe from a single-threaded process: a spawn is refused (and the parent falls back to ``exec``)
 whenever this process has more than one thread (a library that started one at import: the scrubbed
 environment's ``OMP_NUM_THREADS=1`` keeps OpenBLAS and OpenMP from doing so).
@@ -30,6 +35,8 @@ import select
 import socket
 import sys
 import time
+
+from harness.execute import reaper
 
 WARM_MODULES = ("torch", "triton", "numpy", "harness.execute.worker", "harness.execute.warmup",
                 "harness.execute.audit", "harness.execute.candidate_thread", "harness.execute.guards",
@@ -103,18 +110,19 @@ def _child(req: dict, fds: list[int], harness: int) -> None:
         os._exit(code if isinstance(code, int) else 1)
 
 
-def _spawn(sock: socket.socket, req: dict, fds: list[int], harness: int) -> None:
+def _spawn(sock: socket.socket, req: dict, fds: list[int], harness: int) -> int | None:
+    """Fork a worker for ``req``; its pid, or None when none was forked (or it was killed again at once)."""
     if len(fds) != 4:
         for fd in fds:
             os.close(fd)
         _send(sock, {"op": "error", "message": f"spawn needs 4 descriptors, got {len(fds)}"})
-        return
+        return None
     n = threads()
     if n != 1:
         for fd in fds:
             os.close(fd)
         _send(sock, {"op": "error", "message": f"this process has {n} threads: forking it is not safe"})
-        return
+        return None
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     pid = os.fork()
@@ -128,23 +136,49 @@ def _spawn(sock: socket.socket, req: dict, fds: list[int], harness: int) -> None
         os.kill(pid, 9)
         os.waitpid(pid, 0)
         _send(sock, {"op": "error", "message": f"pidfd_open failed ({exc})"})
-        return
+        return None
     try:
         _send(sock, {"op": "spawned", "pid": pid}, [pidfd])
     finally:
         os.close(pidfd)
+    return pid
 
 
-def _reap(sock: socket.socket, pid: int) -> None:
+def _reap(sock: socket.socket, pid: int) -> bool:
+    """Answer a ``reap`` request; True when ``pid`` is no child of this server any more (reaped now, or not
+    one)."""
     try:
         got, status = os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
         _send(sock, {"op": "error", "message": f"{pid} is not a child of the fork server"})
-        return
+        return True
     if got == 0:
         _send(sock, {"op": "alive", "pid": pid})
-    else:
-        _send(sock, {"op": "reaped", "pid": pid, "code": os.waitstatus_to_exitcode(status)})
+        return False
+    _send(sock, {"op": "reaped", "pid": pid, "code": os.waitstatus_to_exitcode(status)})
+    return True
+
+
+def cull(forked: set[int]) -> list[int]:
+    """SIGKILL (with its own tree) and reap every child of this process that is not in ``forked`` (the
+    workers it forked and has not reaped: never touched); returns the pids reaped.
+
+    Such a child is an orphan adopted from a worker's tree (this process is a child subreaper). A kill lands
+    asynchronously: a child not yet dead is reaped at a later call. Bug it stops: a candidate's
+    ``setsid`` process, handed to the server when its worker ended, outlived the run
+    (``tests/execute/test_reaper.py``)."""
+    reaped = []
+    for pid in reaper.children(os.getpid()):
+        if pid in forked:
+            continue
+        reaper.kill_tree(pid)
+        try:
+            got, _status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            continue
+        if got:
+            reaped.append(pid)
+    return reaped
 
 
 def _send(sock: socket.socket, msg: dict, fds: list[int] | None = None) -> None:
@@ -156,10 +190,19 @@ def _send(sock: socket.socket, msg: dict, fds: list[int] | None = None) -> None:
 
 
 def serve(sock: socket.socket, parent: int) -> int:
+    """Answer requests until the parent closes the socket (0) or ends (:data:`EXIT_ORPHANED`); every tick
+    (at most 0.5 s apart) kills the children it did not fork (:func:`cull`)."""
+    if not reaper.set_subreaper():
+        print("kernelgate fork server: cannot be a child subreaper (not Linux, or prctl refused): orphans of "
+              "its workers go to init", file=sys.stderr, flush=True)
+    forked: set[int] = set()
     while True:
         ready, _, _ = select.select([sock], [], [], 0.5)
         if os.getppid() != parent:
             return EXIT_ORPHANED  # the harness is gone: its workers end too (harness.execute.lifeline)
+        for pid in cull(forked):
+            print(f"kernelgate fork server: killed process {pid}, an orphan adopted from a worker's tree",
+                  file=sys.stderr, flush=True)
         if not ready:
             continue
         try:
@@ -177,9 +220,13 @@ def serve(sock: socket.socket, parent: int) -> int:
             _send(sock, {"op": "error", "message": "malformed request"})
             continue
         if op == "spawn":
-            _spawn(sock, req, fds, parent)
+            pid = _spawn(sock, req, fds, parent)
+            if pid is not None:
+                forked.add(pid)
         elif op == "reap":
-            _reap(sock, int(req["pid"]))
+            pid = int(req["pid"])
+            if _reap(sock, pid):
+                forked.discard(pid)
         else:
             for fd in fds:
                 os.close(fd)

@@ -1,17 +1,50 @@
 """Did the DSL do the work: the forward's GPU time by kind of kernel, and the library-fallback rule.
 
 Inputs: the worker's kernel table for a window of calls (names with GPU
-microseconds inside the forwards, from the profiler: a claim) and the
-library's own kernels for the same workload, profiled in the trusted checker.
-Each kernel name is classed, in this order::
+microseconds inside the forwards, from the profiler: a claim), the names of
+the Triton/TileLang kernels the worker says it launched (a claim too: a
+Triton kernel's name is its function's ``__name__``, which the candidate
+picks and can even reassign), and the library's own kernels for the same
+workload, profiled in the trusted checker. Each kernel name is classed, in
+this order::
 
     library   its name is one of the library op's kernels on this device (trusted: profiled in the checker)
-    dsl       a Triton/TileLang kernel the worker's hooks saw launched (a name claim; never a library name)
+    dsl       a Triton/TileLang kernel the worker reports launching, by the name rule below (never a library name)
     inductor  torch.compile's generated Triton (triton_poi_*, triton_red_*, ...)
     vendor    cuBLAS / cuDNN / CUTLASS / cuBLASLt names
     copy      data movement: PyTorch's copy and cast kernel, fills, memset/memcpy, concatenation copies
     aten      other PyTorch kernels (at::native::..., elementwise and reduce kernels)
     other     anything else
+
+The name rule. A profiled kernel is ``dsl`` only when its name, less a
+trailing argument list ``(...)``, is a plain identifier (``str.isidentifier``)
+and is a reported name exactly, or a reported name plus old Triton's
+specialisation suffix (``_0d1d2de``, ``_0123``: argument numbers, each
+followed by at most ``c``, ``d``, ``e``; nothing else may follow). On the
+H200 (Triton 3.6, TileLang 0.1.15) a Triton kernel profiles as exactly its
+function's name and a TileLang kernel as ``main_kernel``. Reported names that
+are not plain identifiers are ignored. A name in a vendor library's kernel
+family (:data:`_VENDOR_FAMILY`, matched at the start: ``sm90_...``,
+``nvjet...``, ``cutlass...``, ``ampere_...``) or in torch.compile's is never
+``dsl``, reported or not: a kernel so named cannot be told apart from the
+vendor's in a profile, so it is classed ``vendor`` (or ``inductor``), and a
+fallback verdict that involves one names it and asks for it to be renamed (a
+leading underscore will do: ``_sm90_gemm_kernel`` is the candidate's).
+
+Why the name rule (found by the red team, with no tampering): the earlier rule
+also took any name that *started with* a reported name plus ``_``. A tiny
+Triton kernel named ``sm90``, ``sm80`` or ``nvjet``, launched beside torch.mm
+on transposed operands (so that cuBLAS runs a kernel other than the library's
+profiled one), made cuBLAS's ``nvjet_sm90_hsh_...``/``sm80_xmma_gemm_...`` the
+candidate's: PASSED at E_lib 0.96-0.995, efficient, on the H200; a Triton
+kernel relabelled ``void at::native::unrolled`` did the same for PyTorch's
+GELU written into a misaligned output (another instantiation than the
+library's). Both are exploit fixtures in tests/execute/fixtures/exploits/
+(``gemm_square__vendor_kernel_name.py``, ``gelu__aten_kernel_name.py``).
+Exact matching alone is not enough either: cuBLAS and cuDNN kernel names are
+often plain identifiers, and a ``def`` can carry one learned from a profile.
+PyTorch's own kernels are demangled C++ (``void at::native::...``), never
+plain identifiers.
 
 A forward is a library fallback (REWARD_HACK, recorded with its kernel
 table) when less than :data:`MIN_DSL_SHARE` of its GPU time is in the
@@ -51,6 +84,16 @@ _COPY = re.compile(r"direct_copy_kernel|CatArrayBatchedCopy|FillFunctor|fill_ker
 _ATEN = re.compile(r"at::|aten::|c10::|elementwise_kernel|reduce_kernel|vectorized_|unrolled_|"
                    r"distribution_|Memset|Memcpy|CatArrayBatched|index_elementwise|softmax_warp|"
                    r"cunn_|layer_norm|batch_norm|group_norm|im2col|col2im", re.I)
+_VENDOR_FAMILY = re.compile(r"(?:sm\d+[a-z]?(?:_|$)|nvjet|cutlass|cublas|cudnn|scudnn|xmma|fmha_cutlass|"
+                            r"(?:kepler|maxwell|pascal|volta|turing|ampere|hopper|blackwell)(?:_|$)|"
+                            r"[sdhcz]gemm_(?:sm\d|largek|\d+x\d+))", re.I)
+"""Vendor kernel families whose names are plain identifiers, matched at the start of a name: cuBLAS/cuBLASLt
+(sm90_xmma_gemm_..., nvjet_hsh_..., ampere_sgemm_128x64_nn, volta_h884gemm_..., sgemm_largek_lds64), cuDNN
+(sm80_xmma_fprop_..., cudnn_infer_..., volta_scudnn_..., scudnn_winograd_...), CUTLASS as the libraries ship it
+(cutlass_80_tensorop_..., cutlass3x_sm90_...) and PyTorch's CUTLASS attention (fmha_cutlassF_...)."""
+_OLD_TRITON_SUFFIX = re.compile(r"(?:\d+c?d?e?)+")
+"""What Triton before 3.0 appended to a kernel's name: each argument's number, then ``c`` (equal to 1), ``d``
+(divisible by 16), ``e`` (divisible by 8) where they held."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +110,7 @@ def classify(name: str, library: set[str], dsl: set[str]) -> str:
         return "dsl"
     if _INDUCTOR.search(name):
         return "inductor"
-    if _VENDOR.search(name):
+    if _VENDOR.search(name) or _VENDOR_FAMILY.match(_base(name)):
         return "vendor"
     if _COPY.search(name) and not any(_COPY.search(n) for n in library):
         return "copy"  # unless the op itself moves data (its own kernels copy): then a copy may be its work
@@ -76,10 +119,34 @@ def classify(name: str, library: set[str], dsl: set[str]) -> str:
     return "other"
 
 
+def _base(name: str) -> str:
+    """``name`` less a trailing argument list: ``fmha_cutlassF_f16_aligned_64x64_rf_sm80(Params)`` -> its first
+    part. Only a balanced ``(...)`` at the very end is taken off."""
+    name = name.strip()
+    if not name.endswith(")"):
+        return name
+    depth = 0
+    for i in range(len(name) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(name[i], 0)
+        if depth == 0:
+            return name[:i].strip()
+    return name
+
+
+def _claimable(name: str) -> bool:
+    """Whether a kernel of this name can be the candidate's: a plain identifier that is not in a vendor library's
+    kernel family nor shaped like torch.compile's (a profile cannot tell such a kernel from theirs)."""
+    return name.isidentifier() and not _VENDOR_FAMILY.match(name) and not _INDUCTOR.match(name)
+
+
 def _matches_dsl(name: str, dsl: set[str]) -> bool:
-    """A profiled kernel name is a DSL kernel's when it is that kernel's name (Triton may append a suffix)."""
-    base = name.split("(", 1)[0].strip()
-    return any(base == d or base.startswith(d + "_") for d in dsl if d)
+    """A profiled kernel is a reported DSL kernel's when its name is that kernel's name exactly, or that name plus
+    old Triton's specialisation suffix; both names must be :func:`_claimable`."""
+    base = _base(name)
+    if not _claimable(base):
+        return False
+    return any(base == d or (base.startswith(d + "_") and _OLD_TRITON_SUFFIX.fullmatch(base[len(d) + 1:]))
+               for d in dsl if _claimable(d))
 
 
 def attribute(rows: Iterable[Row], calls: int, library: set[str], dsl: set[str]) -> KernelAttribution:
@@ -107,6 +174,18 @@ def fallback_reason(att: KernelAttribution) -> str | None:
     if att.dsl_share < MIN_DSL_SHARE:
         return (f"library fallback: {att.dsl_share:.0%} of the forward's GPU time (less data movement) is in the "
                 f"candidate's own Triton/TileLang kernels (at least {MIN_DSL_SHARE:.0%} required); the rest ran in "
-                f"{others or 'other kernels'}")
+                f"{others or 'other kernels'}{_rename_hint(att)}")
     return (f"library fallback: {library:.0%} of the forward's GPU time is in the library op's own kernels (at most "
-            f"{MAX_LIBRARY_SHARE:.0%} allowed beside the candidate's): {others}")
+            f"{MAX_LIBRARY_SHARE:.0%} allowed beside the candidate's): {others}{_rename_hint(att)}")
+
+
+def _rename_hint(att: KernelAttribution) -> str:
+    """For a fallback verdict: the kernels in the table named like a vendor's or torch.compile's, which are never
+    counted as the candidate's whoever launched them, and how to fix that where one is the candidate's own."""
+    named = [k.name for k in att.kernels if _base(k.name).isidentifier() and not _claimable(_base(k.name))]
+    if not named:
+        return ""
+    return (f"; named like a vendor library's (cuBLAS, cuDNN, CUTLASS) or torch.compile's kernels: "
+            f"{', '.join(f'`{n[:80]}`' for n in named[:4])}. A kernel so named is never counted as the candidate's, "
+            f"since a profile cannot tell it from theirs: if one of them is your Triton/TileLang kernel, rename it "
+            f"(a leading underscore will do)")

@@ -93,3 +93,13 @@ def test_forked_children_do_not_survive_the_job(hostile_run):
         if cwd.startswith(scratch):
             survivors.append((pid, cwd))
     assert not survivors, f"processes of this run outlived their job: {survivors}"
+
+
+@pytest.mark.parametrize("name, why", [("typing_annotation_exec", "<string>"),
+                                       ("renamed_code_object", "run by other than importlib's loader")])
+def test_code_under_a_borrowed_name_is_refused_by_the_audit_hooks(hostile_run, name, why):
+    """Both candidates ran their payload as code named after something other than their file (PASSED, and a
+    sleeper outlived the run, before session 15's rules in harness/execute/audit.py)."""
+    _, results, _ = hostile_run
+    rec = next(r for r in results if r.candidate == f"hostile/gelu__{name}.py")
+    assert rec.evidence["mechanism"] == "audit_hook" and why in rec.error.message, rec.error.message

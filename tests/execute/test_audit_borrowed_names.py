@@ -1,0 +1,181 @@
+"""Code that wears a name not its own: the audit hooks' rules for made-up and borrowed file names.
+
+The hooks tell candidate code from library code by file name. Each test is an exploit that gave candidate code
+a name the hooks trusted (found by the session-15 red team, or written after it), run in a fresh interpreter
+with the hooks installed for the candidate's folder, as a worker installs them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(tmp_path: Path, candidate: str) -> tuple[str, list[str]]:
+    """Install the hooks for ``tmp_path``, import ``candidate`` from there; (its RESULT, the audit log)."""
+    cand = tmp_path / "cand.py"
+    cand.write_text(textwrap.dedent(candidate))
+    driver = textwrap.dedent(f"""
+        import importlib.util, sys
+        from harness.execute import audit
+        log = audit.install(({str(tmp_path)!r},), exempt=({str(tmp_path / "triton-cache")!r},))
+        spec = importlib.util.spec_from_file_location("cand", {str(cand)!r})
+        m = sys.modules["cand"] = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(m)
+            print("RESULT", repr(getattr(m, "RESULT", None)))
+        except Exception as exc:
+            print("RESULT", repr("raised " + type(exc).__name__))
+        for item in log.take():
+            print("LOG", item)
+    """)
+    proc = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    result = next(line[7:] for line in lines if line.startswith("RESULT "))
+    return result, [line[4:] for line in lines if line.startswith("LOG ")]
+
+
+def test_code_run_by_typing_from_a_string_annotation_is_the_candidates(tmp_path):
+    """The red team's route: typing.get_type_hints evaluates a string annotation as "<string>" code, which
+    ran exec, gc.get_objects, sys._current_frames and subprocess as if it were library code."""
+    result, log = _run(tmp_path, '''
+        import typing
+        tried = {}
+        def attempt(what, src):
+            def probe(x: f"(__import__('builtins').exec({src!r}, globals()), int)[1]"):
+                pass
+            try:
+                typing.get_type_hints(probe)
+                tried[what] = "allowed"
+            except Exception:
+                tried[what] = "refused"
+        attempt("gc", "import gc; gc.get_objects()")
+        attempt("frames", "import sys; sys._current_frames()")
+        attempt("subprocess", "import subprocess; subprocess.run(['true'])")
+        RESULT = tried
+    ''')
+    assert result == "{'gc': 'refused', 'frames': 'refused', 'subprocess': 'refused'}", (result, log)
+    assert any(item.startswith(("compile", "exec")) for item in log), log
+
+
+def test_a_thread_running_made_up_code_is_the_candidates(tmp_path):
+    """Made-up code with only the standard library beneath it (a thread's target) has no library to belong
+    to: it is the candidate's."""
+    result, log = _run(tmp_path, '''
+        import importlib.abc, runpy, threading
+        box = {}
+        code = importlib.abc.InspectLoader.source_to_code(
+            "import sys\\ntry:\\n    sys._current_frames(); box['got'] = 'allowed'\\n"
+            "except Exception:\\n    box['got'] = 'refused'\\n")
+        t = threading.Thread(target=runpy._run_code, args=(code, {"box": box}))
+        t.start(); t.join()
+        RESULT = box.get("got")
+    ''')
+    assert result == "'refused'", (result, log)
+
+
+def test_compiling_under_a_library_files_name_needs_that_files_text(tmp_path):
+    """InspectLoader.source_to_code and py_compile's dfile compile any text under any name: code named after a
+    standard-library file would be trusted as that file."""
+    result, log = _run(tmp_path, '''
+        import importlib.abc, os, py_compile
+        tried = {}
+        try:
+            importlib.abc.InspectLoader.source_to_code("x = 1", os.__file__)
+            tried["source_to_code"] = "allowed"
+        except Exception:
+            tried["source_to_code"] = "refused"
+        src = os.path.join(os.path.dirname(__file__), "evil_src.py")
+        with open(src, "w") as fh:
+            fh.write("x = 1\\n")
+        try:
+            py_compile.compile(src, cfile=src + "c", dfile=os.__file__, doraise=True)
+            tried["py_compile"] = "allowed"
+        except Exception:
+            tried["py_compile"] = "refused"
+        with open(os.__file__) as fh:  # the file's own text under its own name is what importlib does
+            importlib.abc.InspectLoader.source_to_code(fh.read(), os.__file__)
+        tried["own_text"] = "allowed"
+        RESULT = tried
+    ''')
+    assert result == "{'source_to_code': 'refused', 'py_compile': 'refused', 'own_text': 'allowed'}", (result, log)
+    assert any("is not that file's text" in item for item in log), log
+
+
+def test_a_renamed_code_object_runs_only_through_its_files_loader(tmp_path):
+    """_imp._fix_co_filename renames a code object without an audit event; running it through runpy, or
+    through a real loader whose get_code the candidate shadowed, is refused."""
+    result, log = _run(tmp_path, '''
+        import _imp, importlib.abc, importlib.machinery, importlib.util, os, runpy
+        tried = {}
+        def forged():
+            code = importlib.abc.InspectLoader.source_to_code("import gc\\nobjs = len(gc.get_objects())\\n")
+            _imp._fix_co_filename(code, os.__file__)
+            return code
+        try:
+            runpy._run_code(forged(), {})
+            tried["runpy"] = "allowed"
+        except Exception:
+            tried["runpy"] = "refused"
+        loader = importlib.machinery.SourceFileLoader("fake_os", os.__file__)
+        code = forged()
+        loader.get_code = lambda name: code
+        module = importlib.util.module_from_spec(importlib.util.spec_from_loader("fake_os", loader))
+        try:
+            loader.exec_module(module)
+            tried["shadowed_loader"] = "allowed"
+        except Exception:
+            tried["shadowed_loader"] = "refused"
+        RESULT = tried
+    ''')
+    assert result == "{'runpy': 'refused', 'shadowed_loader': 'refused'}", (result, log)
+    assert any("run by other than importlib's loader" in item for item in log), log
+
+
+def test_bytecode_from_the_candidates_folder_is_not_loaded(tmp_path):
+    """A .pyc keeps the file name it was built with: one written into the candidate's folder (or a compiler
+    cache inside it) and imported without its source would run as whatever file it names."""
+    result, log = _run(tmp_path, '''
+        import _imp, importlib.abc, importlib.machinery, importlib.util, marshal, os
+        code = importlib.abc.InspectLoader.source_to_code("import gc\\nobjs = len(gc.get_objects())\\n")
+        _imp._fix_co_filename(code, os.__file__)
+        os.makedirs(os.path.join(os.path.dirname(__file__), "triton-cache"), exist_ok=True)
+        pyc = os.path.join(os.path.dirname(__file__), "triton-cache", "helper.pyc")
+        with open(pyc, "wb") as fh:
+            fh.write(importlib.util.MAGIC_NUMBER + b"\\0" * 12 + marshal.dumps(code))
+        loader = importlib.machinery.SourcelessFileLoader("helper", pyc)
+        module = importlib.util.module_from_spec(importlib.util.spec_from_loader("helper", loader))
+        try:
+            loader.exec_module(module)
+            RESULT = "allowed"
+        except Exception:
+            RESULT = "refused"
+    ''')
+    assert result == "'refused'", (result, log)
+    assert any(item.startswith("marshal.loads") for item in log), log
+
+
+def test_honest_code_still_imports_and_uses_generated_code(tmp_path):
+    """What honest candidates do that makes or runs code on their behalf: importing a module nothing imported
+    yet, dataclasses, namedtuple, type hints evaluated from strings."""
+    result, log = _run(tmp_path, '''
+        from __future__ import annotations
+        import collections, dataclasses, typing
+        import fractions, decimal, statistics
+        @dataclasses.dataclass(frozen=True)
+        class Cfg:
+            block: int = 128
+        Pair = collections.namedtuple("Pair", "a b")
+        def f(x: "int") -> "Cfg":
+            return Cfg(x)
+        RESULT = (Cfg(64).block, Pair(1, 2).b, typing.get_type_hints(f)["x"].__name__,
+                  str(fractions.Fraction(1, 3)))
+    ''')
+    assert result == "(64, 2, 'int', '1/3')", (result, log)
+    assert log == [], log
