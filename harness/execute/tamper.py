@@ -69,6 +69,14 @@ class TamperCheck:
         for name, ns in self._targets():
             self._snap[name] = (ns, {k: v for k, v in list(ns.items()) if _watched(v)})
 
+    def watch(self, label: str, obj: Any, names: Iterable[str]) -> None:
+        """Also compare these instance attributes of ``obj`` (the worker's own components: its channel, timer,
+        profiler, guards, audit log, this check) with what they are now. Bug it stops: candidate code that
+        reached the worker through ``gc`` (session 15's red team, past the audit hooks) swapped ``worker.guards``
+        for a copy whose recorder saw nothing; module and class entries were watched, the worker's were not."""
+        ns = vars(obj)
+        self._snap[label] = (ns, {n: ns[n] for n in names if n in ns})
+
     def changed(self, limit: int = 8) -> list[str]:
         out = []
         for name, (ns, originals) in self._snap.items():

@@ -39,6 +39,10 @@ from typing import Any
 from harness.execute import protocol as P
 
 MAX_TEXT = 4000
+COMPONENTS = ("spec", "chan", "sandbox", "torch", "guards", "device", "cuda", "forward", "run_all", "export_outputs",
+              "flatten", "make_inputs", "make_reference_model", "load_module", "attribute", "poison", "poison_bytes",
+              "save", "perf", "profiler", "timer", "cthread", "threads_ok", "audit", "tamper")
+"""The worker's attributes that never change once its candidate exists (:meth:`TamperCheck.watch`)."""
 CACHE_DIRS = ("triton-cache", "tilelang-cache", "tvm-cache")
 """Scratch sub-folders whose files are the compilers' (not candidate code) for the audit hooks."""
 
@@ -145,6 +149,7 @@ class Worker:
         self.audit = audit.install((str(scratch),), exempt=tuple(str(scratch / d) for d in CACHE_DIRS))
         self.tamper = TamperCheck()
         self.tamper.snapshot()
+        self.tamper.watch("worker", self, COMPONENTS)
         self.send(P.Ready(sandbox=self.sandbox, audit="python audit hooks (PEP 578)", profiler=self.profiler.status))
         try:
             cand = self.cthread.run(_import_candidate, self.spec.candidate_path)

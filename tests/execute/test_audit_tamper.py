@@ -89,3 +89,35 @@ def test_exec_of_built_code_is_refused(tmp_path):
             RESULT = "refused"
     """)
     assert "RESULT refused" in out and "compile" in out, out
+
+
+def test_a_swapped_worker_component_is_noticed():
+    """Session 15's red team reached the worker through gc (past the audit hooks then) and replaced its guards
+    with a copy whose recorder saw nothing; the worker's own components are compared like modules' entries."""
+    from types import SimpleNamespace
+
+    from harness.execute import worker as worker_mod
+    from harness.execute.tamper import TamperCheck
+
+    w = SimpleNamespace(**{n: object() for n in worker_mod.COMPONENTS}, calls_in_window=0)
+    check = TamperCheck()
+    check.watch("worker", w, worker_mod.COMPONENTS)
+    w.calls_in_window = 5  # state the loop updates is not watched
+    assert check.changed() == []
+    w.guards = SimpleNamespace()
+    assert check.changed() == ["patched worker.guards"]
+
+
+def test_the_worker_watches_every_component_it_sets_up():
+    """Every attribute the worker's __init__ binds is either watched or named as state the loop updates."""
+    import ast
+    import inspect
+
+    from harness.execute import worker as worker_mod
+
+    tree = ast.parse(inspect.getsource(worker_mod.Worker.__init__).lstrip())
+    bound = {t.attr for node in ast.walk(tree) if isinstance(node, ast.Assign) for target in node.targets
+             for t in (target.elts if isinstance(target, ast.Tuple) else [target])
+             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"}
+    state = {"kept", "prepared", "calls_in_window", "children_seen"}
+    assert bound - state <= set(worker_mod.COMPONENTS), sorted(bound - state - set(worker_mod.COMPONENTS))
