@@ -24,14 +24,16 @@ refused when it comes *from* candidate code::
         the first frame outside the standard library is the candidate's
         (Triton calling the C compiler, or torch loading a library, is not)
 
-Since trust goes by file name, a file name is checked where code gets one
-while candidate code is on the stack: ``compile`` under a real file's name
-must be given that file's own text (``py_compile``'s ``dfile``,
-``InspectLoader.source_to_code`` and ``codeop`` take any name); a code object
-that names a real file is run (``exec``) only by importlib's own loader for
-that file (``_imp._fix_co_filename`` renames a code object unaudited);
-``marshal`` loads code only for importlib's loader of a file outside the
-candidate's folder (a ``.pyc`` keeps the name it was built with).
+Since trust goes by file name, a file name is checked where code that wears
+one runs or loads while candidate code is on the stack: a code object that
+names a real file is run (``exec``) only by importlib's own loader for that
+file (``InspectLoader.source_to_code`` compiles any text under any name, and
+``_imp._fix_co_filename`` renames a code object unaudited); ``marshal``
+loads code only for importlib's loader of a file outside the candidate's
+folder (a ``.pyc`` keeps the name it was built with, ``py_compile``'s
+``dfile`` picks it). ``compile`` itself is not checked: CPython's own
+traceback printer compiles pieces of a library file's lines under its name
+(an honest candidate's exception in ``__del__`` would have been refused).
 
 Limits (README "Security"): hooks are per process and see only what CPython
 audits; attribute assignment on classes and modules is not audited (the
@@ -44,6 +46,7 @@ from __future__ import annotations
 import sys
 import sysconfig
 import threading
+import types
 
 DIRECT = frozenset({
     "sys._getframe", "sys._current_frames", "sys._getframemodulename", "sys.settrace", "sys.setprofile",
@@ -55,8 +58,8 @@ MEDIATED_PREFIXES = ("ctypes.", "subprocess.", "os.system", "os.exec", "os.posix
 FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back", "f_globals", "f_locals"})
 GUARDED_ATTRS = FRAME_ATTRS | {"__code__", "__globals__", "__closure__", "gi_code", "cr_code", "ag_code", "f_code"}
 FRAME_EVENTS = frozenset({"sys._getframe", "sys._current_frames", "sys._getframemodulename"})
-CODE_EVENTS = frozenset({"compile", "exec", "marshal.loads", "marshal.load"})
-"""Events that make or run code: checked for a borrowed file name while candidate code is on the stack."""
+CODE_EVENTS = frozenset({"exec", "marshal.loads", "marshal.load"})
+"""Events that run or load code: checked for a borrowed file name while candidate code is on the stack."""
 FRAME_HELPERS = ("inspect.py", "traceback.py")
 """Stdlib modules that hand frames to their caller (inspect.currentframe, stack, trace; traceback.walk_stack):
 a frame event they raise for candidate code is the candidate's. Their other reads (``inspect.signature``
@@ -65,6 +68,14 @@ reading ``__code__``) are not."""
 
 class Refused(RuntimeError):
     """Raised inside candidate code for an operation the audit hooks do not allow."""
+
+
+class _Unattributed(Exception):
+    """The event has no Python frame to attribute it to."""
+
+
+NO_CALLER = object()
+_UNATTRIBUTED = "has no Python caller to attribute it to (a callback run from C, e.g. at exit): refused, not logged"
 
 
 class AuditLog:
@@ -110,6 +121,24 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
         # a compiler cache's Python source is whoever wrote it: the caches hold binaries, never .py files
         return filename.startswith(roots) and (filename.endswith(".py") or not filename.startswith(exempt_roots))
 
+    own: dict[int, object] = {}
+    """The candidate's code objects by identity (kept alive, so an id is never reused): every code object run
+    (``exec``) under a candidate file's name, with the functions it defines. A rename in place
+    (``_imp._fix_co_filename`` on a live function's code, reached through ``dis.Bytecode(f).codeobj``) changes
+    the name, not the object."""
+
+    def remember(code: object) -> None:
+        todo = [code]
+        while todo:
+            c = todo.pop()
+            if isinstance(c, types.CodeType) and id(c) not in own:
+                own[id(c)] = c
+                todo.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+
+    def mine(frame) -> bool:
+        """Whether the frame runs candidate code: by its file's name, or by its code object's identity."""
+        return is_candidate(frame.f_code.co_filename) or id(frame.f_code) in own
+
     def is_stdlib(filename: str) -> bool:
         return filename.startswith("<frozen") or (filename.startswith(stdlib) and not filename.startswith(site))
 
@@ -119,6 +148,8 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
         made_up = False
         while frame is not None:
             name = frame.f_code.co_filename
+            if id(frame.f_code) in own:
+                return True
             if _made_up(name):
                 made_up = True
             elif not is_stdlib(name):
@@ -126,13 +157,21 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
             frame = frame.f_back
         return made_up
 
+    def trigger():
+        """The Python frame that triggered the event (0: this, 1: its caller here, 2: the hook, 3: it), or
+        :data:`NO_CALLER` when the event came from C with no Python frame (an ``atexit`` callback)."""
+        try:
+            return getframe(3)
+        except ValueError:
+            return NO_CALLER
+
     def origin(direct: bool, frames: bool) -> bool:
-        frame = getframe(2)  # 0: origin, 1: hook, 2: the code that triggered the event
-        if frame is None:
-            return False
+        frame = trigger()
+        if frame is NO_CALLER:
+            raise _Unattributed
         name = frame.f_code.co_filename
         if direct:
-            if is_candidate(name):
+            if mine(frame):
                 return True
             if _made_up(name):
                 return owner(frame)
@@ -144,9 +183,9 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
     def borrowed_name(event: str, args: tuple) -> str | None:
         """For a code event made by the standard library (or by made-up code) while candidate code is on the
         stack: why the code it makes or runs may wear a file name that is not its own, else None."""
-        frame = getframe(2)
-        if frame is None:
-            return None
+        frame = trigger()
+        if frame is NO_CALLER:
+            raise _Unattributed
         caller = frame.f_code.co_filename
         if not (is_stdlib(caller) or _made_up(caller)):
             return None  # a library (Triton, torch) or the candidate itself (refused as a direct event)
@@ -154,18 +193,13 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
         while f is not None:
             stack.append(f)
             f = f.f_back
-        if not any(is_candidate(f.f_code.co_filename) for f in stack):
+        if not any(mine(f) for f in stack):
             return None
-        if event == "compile":
-            filename = str(args[1]) if len(args) > 1 else ""
-            if _made_up(filename) or is_candidate(filename) or frame.f_code is _AST_PARSE[0]:
-                return None  # ast.parse makes a tree, not code: compiling the tree is a compile of its own
-            if _same_text(args[0], filename):
-                return None
-            return f"code compiled under the name of {filename[:80]} is not that file's text"
         if event == "exec":
             code = args[0] if args else None
             filename = getattr(code, "co_filename", None)
+            if id(code) in own:
+                return None
             if not isinstance(filename, str) or _made_up(filename) or is_candidate(filename):
                 return None
             if any(_loads(f, "exec_module", trusted) for f in stack):
@@ -181,12 +215,19 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
         return bool(path) and not _made_up(path) and not path.startswith(roots)
 
     def hook(event: str, args: tuple) -> None:
+        if event == "exec" and args and isinstance(getattr(args[0], "co_filename", None), str) \
+                and is_candidate(args[0].co_filename):
+            remember(args[0])
         if event in CODE_EVENTS and not getattr(guard, "busy", False):
             guard.busy = True
             try:
                 why = borrowed_name(event, args)
+            except _Unattributed:
+                why = _UNATTRIBUTED
             finally:
                 guard.busy = False
+            if why is _UNATTRIBUTED:
+                raise Refused(f"kernelgate: {event} {why} (audit hook)")
             if why is not None:
                 log.add(f"{event}: {why}")
                 raise Refused(f"kernelgate: {why} (audit hook); see README 'Security'")
@@ -207,6 +248,8 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
         guard.busy = True
         try:
             refused = origin(direct, frames)
+        except _Unattributed:
+            raise Refused(f"kernelgate: {event} {_UNATTRIBUTED} (audit hook)") from None
         finally:
             guard.busy = False
         if refused:
@@ -224,23 +267,6 @@ def _made_up(filename: str) -> bool:
     return not filename or (filename.startswith("<") and not filename.startswith("<frozen"))
 
 
-def _same_text(source: object, filename: str) -> bool:
-    """Whether ``source`` (what ``compile`` was given) is the text of the file ``filename``."""
-    if not isinstance(source, (str, bytes, bytearray)):
-        return False
-    try:
-        with open(filename, "rb") as fh:
-            data = fh.read()
-    except OSError:
-        return False
-    if isinstance(source, str):
-        try:
-            return source == data.decode("utf-8")
-        except UnicodeDecodeError:
-            return False
-    return bytes(source) == data
-
-
 _LOADERS: dict[type, dict[str, object]] = {}
 """importlib's file loaders and zip importer, with their methods as they were when the hooks were installed."""
 _LOADER_STATE = {"name", "path", "archive", "prefix", "_files"}
@@ -248,8 +274,6 @@ _LOADER_STATE = {"name", "path", "archive", "prefix", "_files"}
 method and hand importlib any code."""
 
 
-_AST_PARSE: list[object] = []
-"""The code of ``ast.parse`` (TileLang parses a kernel's source under its library file's name)."""
 _FROZEN_EXEC: list[object] = []
 """The code of importlib's ``FrozenImporter.exec_module``, which runs frozen modules' code ("<frozen runpy>")."""
 
@@ -258,10 +282,7 @@ def _snapshot_loaders() -> None:
     import importlib.machinery
     import zipimport
 
-    import ast
-
     _FROZEN_EXEC[:] = [importlib.machinery.FrozenImporter.exec_module.__code__]
-    _AST_PARSE[:] = [ast.parse.__code__]
     for cls in (importlib.machinery.SourceFileLoader, importlib.machinery.SourcelessFileLoader,
                 zipimport.zipimporter):
         _LOADERS[cls] = _methods(cls)

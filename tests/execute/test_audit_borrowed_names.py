@@ -80,32 +80,48 @@ def test_a_thread_running_made_up_code_is_the_candidates(tmp_path):
     assert result == "'refused'", (result, log)
 
 
-def test_compiling_under_a_library_files_name_needs_that_files_text(tmp_path):
+def test_code_compiled_under_a_library_files_name_does_not_run_as_that_file(tmp_path):
     """InspectLoader.source_to_code and py_compile's dfile compile any text under any name: code named after a
-    standard-library file would be trusted as that file."""
+    standard-library file would be trusted as that file, if it ran (exec) or loaded (marshal)."""
     result, log = _run(tmp_path, '''
-        import importlib.abc, os, py_compile
+        import importlib.abc, importlib.machinery, importlib.util, os, py_compile, runpy
         tried = {}
+        code = importlib.abc.InspectLoader.source_to_code("import gc\\nn = len(gc.get_objects())\\n", os.__file__)
         try:
-            importlib.abc.InspectLoader.source_to_code("x = 1", os.__file__)
+            runpy._run_code(code, {})
             tried["source_to_code"] = "allowed"
         except Exception:
             tried["source_to_code"] = "refused"
         src = os.path.join(os.path.dirname(__file__), "evil_src.py")
         with open(src, "w") as fh:
-            fh.write("x = 1\\n")
+            fh.write("import gc\\nn = len(gc.get_objects())\\n")
+        py_compile.compile(src, cfile=src + "c", dfile=os.__file__, doraise=True)
+        loader = importlib.machinery.SourcelessFileLoader("evil", src + "c")
+        module = importlib.util.module_from_spec(importlib.util.spec_from_loader("evil", loader))
         try:
-            py_compile.compile(src, cfile=src + "c", dfile=os.__file__, doraise=True)
+            loader.exec_module(module)
             tried["py_compile"] = "allowed"
         except Exception:
             tried["py_compile"] = "refused"
-        with open(os.__file__) as fh:  # the file's own text under its own name is what importlib does
-            importlib.abc.InspectLoader.source_to_code(fh.read(), os.__file__)
-        tried["own_text"] = "allowed"
         RESULT = tried
     ''')
-    assert result == "{'source_to_code': 'refused', 'py_compile': 'refused', 'own_text': 'allowed'}", (result, log)
-    assert any("is not that file's text" in item for item in log), log
+    assert result == "{'source_to_code': 'refused', 'py_compile': 'refused'}", (result, log)
+
+
+def test_a_traceback_printed_by_cpython_is_not_a_cheat(tmp_path):
+    """CPython's own traceback printer compiles pieces of a library file's lines under that file's name: an
+    honest candidate whose __del__ raised inside a library call was REWARD_HACK under a rule on compile."""
+    result, log = _run(tmp_path, '''
+        import collections, json
+        class Holder:
+            def __del__(self):
+                json.loads("not json")
+        d = collections.UserDict()
+        d["k"] = Holder()
+        del d["k"]
+        RESULT = "done"
+    ''')
+    assert result == "'done'" and log == [], (result, log)
 
 
 def test_a_renamed_code_object_runs_only_through_its_files_loader(tmp_path):
@@ -179,3 +195,22 @@ def test_honest_code_still_imports_and_uses_generated_code(tmp_path):
     ''')
     assert result == "(64, 2, 'int', '1/3')", (result, log)
     assert log == [], log
+
+
+def test_a_live_function_renamed_in_place_is_still_the_candidates(tmp_path):
+    """dis.Bytecode reads a function's code for the candidate (a standard-library frame, allowed) and
+    _imp._fix_co_filename renames it in place, unaudited: the function's frames then wore a library file's name
+    (session 15's second red-team round). Candidate code is also known by the identity of its code objects."""
+    result, log = _run(tmp_path, '''
+        import _imp, dis, gc, os
+        def payload():
+            return len(gc.get_objects())
+        _imp._fix_co_filename(dis.Bytecode(payload).codeobj, "/usr/lib/python3/dist-packages/torch/__init__.py")
+        try:
+            payload()
+            RESULT = "allowed"
+        except Exception:
+            RESULT = "refused"
+    ''')
+    assert result == "'refused'", (result, log)
+    assert any(item.startswith("gc.get_objects") for item in log), log
