@@ -18,11 +18,20 @@ which the hooks took for library code (red team, session 15). An event is
 refused when it comes *from* candidate code::
 
     direct events (frames, gc, exec/compile, new code objects, tracing):
-        the Python frame that triggered it is the candidate's, or it is
-        ``inspect``'s (currentframe, stack, trace, ...) called by the candidate
+        the Python frame that triggered it is the candidate's; or it is
+        ``inspect``'s (currentframe, stack, trace, ...) called by the candidate;
+        or it is another standard-library frame (not one of OWN_USE) and the
+        first frame up the stack that is not, nor a module's import, is the
+        candidate's: a function handed the operation as a callable
+        (``functools.singledispatch(gc.get_objects)``), or a thread with
+        nothing but the standard library beneath it, is the candidate's
+        (``exec`` and ``compile`` excepted: the standard library compiles and
+        runs strings for honest callers, CPython's traceback printer among
+        them; what such code then does is judged by its frames' owner)
     library-mediated events (ctypes, processes, sockets):
         the first frame outside the standard library is the candidate's
-        (Triton calling the C compiler, or torch loading a library, is not)
+        (Triton calling the C compiler, or torch loading a library, is not),
+        or there is none (a thread started with a standard-library target)
 
 Since trust goes by file name, a file name is checked where code that wears
 one runs or loads while candidate code is on the stack: a code object that
@@ -60,6 +69,13 @@ GUARDED_ATTRS = FRAME_ATTRS | {"__code__", "__globals__", "__closure__", "gi_cod
 FRAME_EVENTS = frozenset({"sys._getframe", "sys._current_frames", "sys._getframemodulename"})
 CODE_EVENTS = frozenset({"exec", "marshal.loads", "marshal.load"})
 """Events that run or load code: checked for a borrowed file name while candidate code is on the stack."""
+OWN_USE = ("/warnings.py", "/collections/__init__.py", "/enum.py", "/typing.py", "/logging/__init__.py",
+           "/dataclasses.py", "/inspect.py", "/traceback.py", "/abc.py", "/linecache.py")
+"""Standard-library modules whose own code does a direct event (a frame, ``__code__``) when honest code calls
+them: ``warnings.warn`` and ``logging`` find their caller, ``namedtuple``, ``enum`` and ``typing`` their module,
+``inspect.signature`` reads ``__code__``. Any other standard-library frame that raises a direct event for
+candidate code is a function handed the operation: ``functools.singledispatch(gc.get_objects)``, ``copy.copy`` of
+an object whose ``__reduce_ex__`` returns ``gc.get_objects`` (session 15's second red-team round)."""
 FRAME_HELPERS = ("inspect.py", "traceback.py")
 """Stdlib modules that hand frames to their caller (inspect.currentframe, stack, trace; traceback.walk_stack):
 a frame event they raise for candidate code is the candidate's. Their other reads (``inspect.signature``
@@ -142,20 +158,22 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
     def is_stdlib(filename: str) -> bool:
         return filename.startswith("<frozen") or (filename.startswith(stdlib) and not filename.startswith(site))
 
-    def owner(frame) -> bool:
+    def owner(frame, imports: bool = False) -> bool:
         """Whether the first frame from ``frame`` outward that is neither the standard library's nor made-up
-        (code compiled from a string) is the candidate's; with none, whether made-up code was passed."""
-        made_up = False
+        (code compiled from a string) is the candidate's. With ``imports``, a module being imported (importlib
+        running its code) is the library's too. With no such frame, the candidate's: nothing but the standard
+        library beneath means a thread it started (a ``ThreadPoolExecutor`` running ``subprocess.run``)."""
         while frame is not None:
-            name = frame.f_code.co_filename
-            if id(frame.f_code) in own:
+            code = frame.f_code
+            if id(code) in own:
                 return True
-            if _made_up(name):
-                made_up = True
-            elif not is_stdlib(name):
+            name = code.co_filename
+            if imports and code is _IMPORT_EXEC[0]:
+                return False
+            if not (_made_up(name) or is_stdlib(name)):
                 return is_candidate(name)
             frame = frame.f_back
-        return made_up
+        return True
 
     def trigger():
         """The Python frame that triggered the event (0: this, 1: its caller here, 2: the hook, 3: it), or
@@ -165,7 +183,7 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
         except ValueError:
             return NO_CALLER
 
-    def origin(direct: bool, frames: bool) -> bool:
+    def origin(event: str, direct: bool, frames: bool) -> bool:
         frame = trigger()
         if frame is NO_CALLER:
             raise _Unattributed
@@ -173,11 +191,13 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
         if direct:
             if mine(frame):
                 return True
+            if frames and name.endswith(FRAME_HELPERS):
+                return owner(frame.f_back)
             if _made_up(name):
                 return owner(frame)
-            if not (frames and name.endswith(FRAME_HELPERS)):
-                return False
-            frame = frame.f_back
+            if is_stdlib(name) and event not in ("compile", "exec") and not name.endswith(OWN_USE):
+                return owner(frame, imports=True)  # a function handed the operation, or a module's import
+            return False
         return owner(frame)
 
     def borrowed_name(event: str, args: tuple) -> str | None:
@@ -247,7 +267,7 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
             return
         guard.busy = True
         try:
-            refused = origin(direct, frames)
+            refused = origin(event, direct, frames)
         except _Unattributed:
             raise Refused(f"kernelgate: {event} {_UNATTRIBUTED} (audit hook)") from None
         finally:
@@ -274,6 +294,8 @@ _LOADER_STATE = {"name", "path", "archive", "prefix", "_files"}
 method and hand importlib any code."""
 
 
+_IMPORT_EXEC: list[object] = []
+"""The code of importlib's ``_load_unlocked``: below it, a module's own code runs at its import."""
 _FROZEN_EXEC: list[object] = []
 """The code of importlib's ``FrozenImporter.exec_module``, which runs frozen modules' code ("<frozen runpy>")."""
 
@@ -282,7 +304,10 @@ def _snapshot_loaders() -> None:
     import importlib.machinery
     import zipimport
 
+    import importlib._bootstrap
+
     _FROZEN_EXEC[:] = [importlib.machinery.FrozenImporter.exec_module.__code__]
+    _IMPORT_EXEC[:] = [importlib._bootstrap._load_unlocked.__code__]
     for cls in (importlib.machinery.SourceFileLoader, importlib.machinery.SourcelessFileLoader,
                 zipimport.zipimporter):
         _LOADERS[cls] = _methods(cls)

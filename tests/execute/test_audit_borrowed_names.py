@@ -15,8 +15,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _run(tmp_path: Path, candidate: str) -> tuple[str, list[str]]:
-    """Install the hooks for ``tmp_path``, import ``candidate`` from there; (its RESULT, the audit log)."""
+def _run(tmp_path: Path, candidate: str, after: str = "") -> tuple[str, list[str]]:
+    """Install the hooks for ``tmp_path``, import ``candidate`` from there, run ``after`` (trusted driver code,
+    ``m`` is the module); (the candidate's RESULT, or what ``after`` printed as RESULT; the audit log)."""
     cand = tmp_path / "cand.py"
     cand.write_text(textwrap.dedent(candidate))
     driver = textwrap.dedent(f"""
@@ -30,14 +31,19 @@ def _run(tmp_path: Path, candidate: str) -> tuple[str, list[str]]:
             print("RESULT", repr(getattr(m, "RESULT", None)))
         except Exception as exc:
             print("RESULT", repr("raised " + type(exc).__name__))
+    """) + textwrap.dedent(after) + textwrap.dedent("""
         for item in log.take():
             print("LOG", item)
     """)
-    proc = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True, timeout=120,
+    # the driver runs from a file of its own, outside the candidate's folder, as the worker's loop does (code
+    # from "-c" has a made-up file name: with nothing but the standard library under it, it is the candidate's)
+    script = tmp_path.parent / f"{tmp_path.name}_driver.py"
+    script.write_text(driver)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
-    result = next(line[7:] for line in lines if line.startswith("RESULT "))
+    result = [line[7:] for line in lines if line.startswith("RESULT ")][-1]
     return result, [line[4:] for line in lines if line.startswith("LOG ")]
 
 
@@ -198,19 +204,50 @@ def test_honest_code_still_imports_and_uses_generated_code(tmp_path):
 
 
 def test_a_live_function_renamed_in_place_is_still_the_candidates(tmp_path):
-    """dis.Bytecode reads a function's code for the candidate (a standard-library frame, allowed) and
-    _imp._fix_co_filename renames it in place, unaudited: the function's frames then wore a library file's name
-    (session 15's second red-team round). Candidate code is also known by the identity of its code objects."""
+    """_imp._fix_co_filename renames a live function's code in place, unaudited: the function's frames then
+    wore a library file's name (session 15's second red-team round reached the code through dis.Bytecode).
+    Candidate code is also known by the identity of its code objects. The rename is done by the trusted driver
+    here, so that this rule alone is tested (reading ``__code__`` through ``dis`` is refused by another)."""
     result, log = _run(tmp_path, '''
-        import _imp, dis, gc, os
+        import gc
         def payload():
             return len(gc.get_objects())
-        _imp._fix_co_filename(dis.Bytecode(payload).codeobj, "/usr/lib/python3/dist-packages/torch/__init__.py")
-        try:
-            payload()
-            RESULT = "allowed"
-        except Exception:
-            RESULT = "refused"
-    ''')
+        def renamed_then_called():
+            try:
+                payload()
+                return "allowed"
+            except Exception:
+                return "refused"
+    ''', after="""
+        import _imp
+        _imp._fix_co_filename(m.payload.__code__, "/usr/lib/python3/dist-packages/torch/__init__.py")
+        print("RESULT", repr(m.renamed_then_called()))
+    """)
     assert result == "'refused'", (result, log)
+    assert any(item.startswith("gc.get_objects") for item in log), log
+
+
+def test_a_standard_library_function_handed_the_operation_is_not_the_caller(tmp_path):
+    """Session 15's second red-team round: functools.singledispatch, copy.copy with __reduce_ex__, a
+    and a ThreadPoolExecutor called gc.get_objects, sys._current_frames or subprocess for the
+    candidate; the frame that raised the event was the standard library's, which the hooks took for the caller."""
+    result, log = _run(tmp_path, '''
+        import concurrent.futures, copy, functools, gc, subprocess, sys
+        tried = {}
+        def attempt(what, fn):
+            try:
+                fn()
+                tried[what] = "allowed"
+            except Exception:
+                tried[what] = "refused"
+        attempt("singledispatch", lambda: functools.singledispatch(gc.get_objects)(None))
+        class R:
+            def __reduce_ex__(self, proto):
+                return (sys._current_frames, ())
+        attempt("copy_reduce", lambda: copy.copy(R()))
+        with concurrent.futures.ThreadPoolExecutor(1) as ex:
+            attempt("executor", lambda: ex.submit(subprocess.check_output, ["true"]).result())
+        RESULT = tried
+    ''')
+    assert result == "{'singledispatch': 'refused', 'copy_reduce': 'refused', 'executor': 'refused'}", (result, log)
     assert any(item.startswith("gc.get_objects") for item in log), log

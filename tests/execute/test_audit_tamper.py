@@ -30,7 +30,11 @@ def _run(tmp_path: Path, candidate: str) -> str:
         print("LOG", list(log.take()))
         print("PATCHED", check.changed())
     """)
-    proc = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True, timeout=120,
+    # the driver runs from a file of its own, outside the candidate's folder, as the worker's loop does (code
+    # from "-c" has a made-up file name: with nothing but the standard library under it, it is the candidate's)
+    script = tmp_path.parent / f"{tmp_path.name}_driver.py"
+    script.write_text(driver)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout
