@@ -229,7 +229,7 @@ def test_a_live_function_renamed_in_place_is_still_the_candidates(tmp_path):
 
 def test_a_standard_library_function_handed_the_operation_is_not_the_caller(tmp_path):
     """Session 15's second red-team round: functools.singledispatch, copy.copy with __reduce_ex__, a
-    and a ThreadPoolExecutor called gc.get_objects, sys._current_frames or subprocess for the
+    unittest.mock side effect and a ThreadPoolExecutor called gc.get_objects, sys._current_frames or subprocess for the
     candidate; the frame that raised the event was the standard library's, which the hooks took for the caller."""
     result, log = _run(tmp_path, '''
         import concurrent.futures, copy, functools, gc, subprocess, sys
@@ -247,7 +247,10 @@ def test_a_standard_library_function_handed_the_operation_is_not_the_caller(tmp_
         attempt("copy_reduce", lambda: copy.copy(R()))
         with concurrent.futures.ThreadPoolExecutor(1) as ex:
             attempt("executor", lambda: ex.submit(subprocess.check_output, ["true"]).result())
+        import unittest.mock
+        attempt("mock", lambda: unittest.mock.Mock(side_effect=gc.get_objects)())
         RESULT = tried
     ''')
-    assert result == "{'singledispatch': 'refused', 'copy_reduce': 'refused', 'executor': 'refused'}", (result, log)
+    assert result == ("{'singledispatch': 'refused', 'copy_reduce': 'refused', 'executor': 'refused', "
+                      "'mock': 'refused'}"), (result, log)
     assert any(item.startswith("gc.get_objects") for item in log), log
