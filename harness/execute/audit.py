@@ -243,11 +243,9 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
             try:
                 why = borrowed_name(event, args)
             except _Unattributed:
-                why = _UNATTRIBUTED
+                raise Refused(f"kernelgate: {event} {_UNATTRIBUTED} (audit hook)") from None
             finally:
                 guard.busy = False
-            if why is _UNATTRIBUTED:
-                raise Refused(f"kernelgate: {event} {why} (audit hook)")
             if why is not None:
                 log.add(f"{event}: {why}")
                 raise Refused(f"kernelgate: {why} (audit hook); see README 'Security'")
