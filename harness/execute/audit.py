@@ -32,6 +32,11 @@ refused when it comes *from* candidate code::
         the first frame outside the standard library is the candidate's
         (Triton calling the C compiler, or torch loading a library, is not),
         or there is none (a thread started with a standard-library target)
+    screened events (gc, frames, code objects, guarded attributes, processes):
+        as above, except that a library frame owns the event only when its
+        code names the operation (SCREENED_OPS); one that does not is a
+        trampoline (``torch.utils._pytree.tree_map(gc.get_objects, ...)``)
+        and the walk goes on up the stack
 
 Since trust goes by file name, a file name is checked where code that wears
 one runs or loads while candidate code is on the stack: a code object that
@@ -52,6 +57,7 @@ worker verifies the identity of what it uses instead, see
 
 from __future__ import annotations
 
+import os
 import sys
 import sysconfig
 import threading
@@ -76,6 +82,41 @@ them: ``warnings.warn`` and ``logging`` find their caller, ``namedtuple``, ``enu
 ``inspect.signature`` reads ``__code__``. Any other standard-library frame that raises a direct event for
 candidate code is a function handed the operation: ``functools.singledispatch(gc.get_objects)``, ``copy.copy`` of
 an object whose ``__reduce_ex__`` returns ``gc.get_objects`` (session 15's second red-team round)."""
+HARNESS_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+"""The harness package's folder: a thread whose stack has its code is the harness's (the candidate thread's
+loop), not one the candidate started."""
+PROCESS_OPS = {
+    "subprocess.Popen": ("Popen",), "os.system": ("system",), "os.fork": ("fork",), "os.forkpty": ("forkpty",),
+    "os.kill": ("kill",), "os.killpg": ("killpg",), "pty.spawn": ("spawn",),
+    "os.exec": ("execv", "execve", "execl", "execle", "execlp", "execlpe", "execvp", "execvpe"),
+    "os.posix_spawn": ("posix_spawn", "posix_spawnp"),
+    "os.spawn": ("spawnv", "spawnve", "spawnl", "spawnle", "spawnlp", "spawnlpe", "spawnvp", "spawnvpe"),
+}
+SCREENED_OPS = {
+    "gc.get_objects": ("get_objects",), "gc.get_referrers": ("get_referrers",),
+    "gc.get_referents": ("get_referents",), "sys._current_frames": ("_current_frames",),
+    "sys._getframe": ("_getframe",), "sys._getframemodulename": ("_getframemodulename", "_getframe"),
+    "sys.settrace": ("settrace",), "sys.setprofile": ("setprofile",), "function.__new__": ("FunctionType",),
+    "code.__new__": ("CodeType", "replace"), **PROCESS_OPS,
+}
+"""Events a library's frame owns only when its own code names the operation (a name or string constant in the
+function, e.g. ``gc.get_objects``, ``subprocess.run``, ``getattr(f, "__code__")``), or its module is being
+imported. A library frame that does not is a trampoline: ``torch.utils._pytree.tree_map(gc.get_objects, ...)``,
+``tree_map(os.system, ...)``, ``numpy.vectorize(gc.get_objects)`` ran the operation for the candidate that handed
+it over (session 15's second red-team round). The attributes in :data:`GUARDED_ATTRS` are screened the same way
+(the name is the attribute's). Not screened, so owned by the first library frame as before: ``ctypes``
+(``ctypes.call_function`` is raised by every foreign call a library makes), sockets, ``compile`` and ``exec``
+(what code run so does is judged by its frames). ``sys._getframe`` is screened although libraries call it
+everywhere (by that name): a frame's ``f_back`` and ``f_globals`` are not audited, so the frame itself is the
+gate."""
+MEDIATORS = {
+    **{e: ("/subprocess.py", "/platform.py", "/ctypes/util.py", "/os.py", "/pty.py", "/multiprocessing/",
+           "/concurrent/futures/process.py") for e in PROCESS_OPS},
+    "code.__new__": ("/types.py",), "function.__new__": ("/types.py",),
+}
+"""Standard-library modules that do an operation for the library calling them: the library then names the
+function it called (``subprocess.check_output``, ``platform.architecture``, ``inspect.stack``) instead of the
+event. Frame and attribute events take ``inspect`` and ``traceback`` (:data:`FRAME_HELPERS`)."""
 FRAME_HELPERS = ("inspect.py", "traceback.py")
 """Stdlib modules that hand frames to their caller (inspect.currentframe, stack, trace; traceback.walk_stack):
 a frame event they raise for candidate code is the candidate's. Their other reads (``inspect.signature``
@@ -132,6 +173,8 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
     site = tuple(p for p in sys.path if "site-packages" in p or "dist-packages" in p)
     guard = threading.local()
     getframe = sys._getframe
+    get_ident = threading.get_ident
+    main_ident = get_ident()
 
     def is_candidate(filename: str) -> bool:
         # a compiler cache's Python source is whoever wrote it: the caches hold binaries, never .py files
@@ -158,11 +201,19 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
     def is_stdlib(filename: str) -> bool:
         return filename.startswith("<frozen") or (filename.startswith(stdlib) and not filename.startswith(site))
 
-    def owner(frame, imports: bool = False) -> bool:
+    def owner(frame, imports: bool = False, ops: frozenset | None = None, mediators: tuple = ()) -> bool:
         """Whether the first frame from ``frame`` outward that is neither the standard library's nor made-up
         (code compiled from a string) is the candidate's. With ``imports``, a module being imported (importlib
         running its code) is the library's too. With no such frame, the candidate's: nothing but the standard
-        library beneath means a thread it started (a ``ThreadPoolExecutor`` running ``subprocess.run``)."""
+        library beneath means a thread it started (a ``ThreadPoolExecutor`` running ``subprocess.run``).
+
+        With ``ops`` (a screened event's names), a library frame is the owner only when its code names one of
+        them, or the function it called in one of the ``mediators``, or is a module's body; one that does not
+        is passed over as a trampoline. With no owner found above a library frame, the event is the library's
+        on the main thread or under the harness's own code (the candidate thread's loop), and the candidate's on
+        any other thread (one it started to run the trampoline)."""
+        outer = None
+        passed = harness = False
         while frame is not None:
             code = frame.f_code
             if id(code) in own:
@@ -170,10 +221,24 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
             name = code.co_filename
             if imports and code is _IMPORT_EXEC[0]:
                 return False
-            if not (_made_up(name) or is_stdlib(name)):
-                return is_candidate(name)
+            if _made_up(name) or is_stdlib(name):
+                if not passed and not _made_up(name):
+                    outer = code
+                frame = frame.f_back
+                continue
+            if is_candidate(name):
+                return True
+            if ops is None or code.co_name == "<module>":
+                return False
+            harness = harness or name.startswith(HARNESS_ROOT)
+            if not passed:
+                passed = True
+                if outer is not None and any(m in outer.co_filename for m in mediators):
+                    ops = ops | _parts(outer)
+            if _names(code, ops):
+                return False
             frame = frame.f_back
-        return True
+        return not passed or not (harness or get_ident() == main_ident)
 
     def trigger():
         """The Python frame that triggered the event (0: this, 1: its caller here, 2: the hook, 3: it), or
@@ -183,7 +248,7 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
         except ValueError:
             return NO_CALLER
 
-    def origin(event: str, direct: bool, frames: bool) -> bool:
+    def origin(event: str, direct: bool, frames: bool, ops: frozenset | None, mediators: tuple) -> bool:
         frame = trigger()
         if frame is NO_CALLER:
             raise _Unattributed
@@ -192,13 +257,15 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
             if mine(frame):
                 return True
             if frames and name.endswith(FRAME_HELPERS):
-                return owner(frame.f_back)
+                return owner(frame, ops=ops, mediators=FRAME_HELPERS)
             if _made_up(name):
-                return owner(frame)
-            if is_stdlib(name) and event not in ("compile", "exec") and not name.endswith(OWN_USE):
-                return owner(frame, imports=True)  # a function handed the operation, or a module's import
-            return False
-        return owner(frame)
+                return owner(frame, ops=ops, mediators=mediators)
+            if is_stdlib(name):
+                if event in ("compile", "exec") or name.endswith(OWN_USE):
+                    return False
+                return owner(frame, imports=True, ops=ops, mediators=mediators)  # handed the operation, or an import
+            return ops is not None and owner(frame, ops=ops, mediators=mediators)
+        return owner(frame, ops=ops, mediators=mediators)
 
     def borrowed_name(event: str, args: tuple) -> str | None:
         """For a code event made by the standard library (or by made-up code) while candidate code is on the
@@ -250,11 +317,13 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
                 log.add(f"{event}: {why}")
                 raise Refused(f"kernelgate: {why} (audit hook); see README 'Security'")
         frames = event in FRAME_EVENTS
+        ops = SCREENED_OPS.get(event)
         if event in DIRECT:
             if event.startswith("object."):
                 if len(args) < 2 or args[1] not in GUARDED_ATTRS:
                     return
                 frames = args[1] in FRAME_ATTRS
+                ops = (args[1],)
             direct = True
         elif event.startswith(MEDIATED_PREFIXES) or (event == "import" and args and str(args[0]).split(".")[0]
                                                       in ("ctypes", "_ctypes", "cffi", "_cffi_backend")):
@@ -265,7 +334,8 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
             return
         guard.busy = True
         try:
-            refused = origin(event, direct, frames)
+            refused = origin(event, direct, frames, None if ops is None else frozenset(ops),
+                             MEDIATORS.get(event, ()))
         except _Unattributed:
             raise Refused(f"kernelgate: {event} {_UNATTRIBUTED} (audit hook)") from None
         finally:
@@ -283,6 +353,29 @@ def _made_up(filename: str) -> bool:
     """A code object's file name that names no file: code compiled from a string (``<string>``, ``<stdin>``),
     not the interpreter's frozen modules."""
     return not filename or (filename.startswith("<") and not filename.startswith("<frozen"))
+
+
+def _names(code: types.CodeType, ops: frozenset) -> bool:
+    """Whether ``code`` names one of ``ops``: as a global or attribute it uses, or a string constant (also inside
+    a constant tuple or frozenset, as ``getattr(f, name)`` over ``("__code__", ...)`` has it)."""
+    if not ops.isdisjoint(code.co_names):
+        return True
+    todo = list(code.co_consts)
+    while todo:
+        c = todo.pop()
+        if isinstance(c, str):
+            if c in ops:
+                return True
+        elif isinstance(c, (tuple, frozenset)):
+            todo.extend(c)
+    return False
+
+
+def _parts(code: types.CodeType) -> frozenset:
+    """The names a caller uses for ``code``'s function: its name and its class's (``Popen`` for
+    ``Popen.__init__``), dunders left out."""
+    qual = getattr(code, "co_qualname", code.co_name)
+    return frozenset(p for p in (code.co_name, *qual.split(".")) if not p.startswith(("__", "<")))
 
 
 _LOADERS: dict[type, dict[str, object]] = {}

@@ -14,6 +14,7 @@ other candidate's worker.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import threading
 import time
@@ -26,7 +27,15 @@ def watch_parent(interval_s: float = 1.0, pid: int | None = None) -> threading.T
 
     ``pid``: watch that process instead of this one's parent (a worker forked by the fork server watches the
     harness, not the server: :mod:`harness.execute.zygote`). Its end is seen through a pidfd; where none can be
-    opened, the watch falls back to the parent."""
+    opened, the watch falls back to the parent.
+
+    A worker starts it after its Landlock lock-down, so the thread is confined like every thread the candidate
+    can reach (Landlock restricts the thread that asks and the threads it starts later, not earlier ones). The
+    loop takes everything it calls into its own locals when it starts, before any candidate code is imported:
+    it looks nothing up in a module afterwards, so replacing ``select.select`` or ``os.getppid`` does not run
+    candidate code on it. Bug it stops: the thread started before the lock-down and looked ``select.select`` up
+    at each tick; a candidate replaced it and its code ran there unconfined, writing into the harness's own
+    package and signalling the fork server (session 16's red team)."""
     parent = os.getppid()
     pidfd = None
     if pid is not None and pid != parent:
@@ -34,23 +43,19 @@ def watch_parent(interval_s: float = 1.0, pid: int | None = None) -> threading.T
             pidfd = os.pidfd_open(pid)
         except (OSError, AttributeError):
             pidfd = None
-
-    def gone() -> bool:
-        if pidfd is not None:
-            import select
-
-            return bool(select.select([pidfd], [], [], 0)[0])
-        return os.getppid() != parent
-
-    def watch() -> None:
-        while True:
-            time.sleep(interval_s)
-            if gone():
-                try:
-                    os.killpg(os.getpgrp(), signal.SIGKILL)
-                finally:
-                    os._exit(EXIT_ORPHANED)
-
-    t = threading.Thread(target=watch, name="kg-lifeline", daemon=True)
+    t = threading.Thread(target=_watch, args=(interval_s, pidfd, parent), name="kg-lifeline", daemon=True)
     t.start()
     return t
+
+
+def _watch(interval_s: float, pidfd: int | None, parent: int) -> None:
+    sleep, getppid, select_, killpg, getpgrp, exit_ = (time.sleep, os.getppid, select.select, os.killpg,
+                                                        os.getpgrp, os._exit)
+    sigkill = signal.SIGKILL
+    while True:
+        sleep(interval_s)
+        if (bool(select_([pidfd], [], [], 0)[0]) if pidfd is not None else getppid() != parent):
+            try:
+                killpg(getpgrp(), sigkill)
+            finally:
+                exit_(EXIT_ORPHANED)

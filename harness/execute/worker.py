@@ -409,11 +409,11 @@ def main(argv: list[str] | None = None) -> int:
     # before anything of the candidate (and the audit hooks, which refuse ctypes to candidate code only): orphans
     # of the candidate's processes become this worker's children, seen by the child check and killed with its tree
     reaper.set_subreaper()
-    watch_parent(pid=args.watch_pid)
     pre = json.loads(args.prestart) if args.prestart else None
     sandbox, warm = "", None
     if pre is not None:
         sandbox = warmup.lock_down(pre, pre["problem_paths"])
+        watch_parent(pid=args.watch_pid)  # after the lock-down: the thread is confined too (lifeline.py)
         warm = warmup.warm_up(pre, (args.in_fd, args.out_fd) if pre.get("gpu_gate") else None)
         os.write(args.out_fd, P.warm_line(warm["laps"]))  # the pool hands out only warm workers
     reader = os.fdopen(args.in_fd, "rb", buffering=0)
@@ -429,6 +429,7 @@ def main(argv: list[str] | None = None) -> int:
                 "cpu_threads": spec.cpu_threads, "tilelang": spec.dsl == "tilelang"}
     if pre is None:
         sandbox = warmup.lock_down(settings, [spec.problem_path])
+        watch_parent(pid=args.watch_pid)  # until here the parent's end closes the channel: read() returns b""
         warm = warmup.warm_up(settings)
     elif spec.problem_path not in pre["problem_paths"] or bool(spec.sandbox) != bool(pre.get("sandbox", True)):
         chan.send(P.encode(P.Fatal(status="HARNESS_ERROR", error=P.Error(

@@ -254,3 +254,84 @@ def test_a_standard_library_function_handed_the_operation_is_not_the_caller(tmp_
     assert result == ("{'singledispatch': 'refused', 'copy_reduce': 'refused', 'executor': 'refused', "
                       "'mock': 'refused'}"), (result, log)
     assert any(item.startswith("gc.get_objects") for item in log), log
+
+
+def test_a_library_function_handed_the_operation_is_not_the_caller(tmp_path):
+    """The trampolines session 15 left in the README's limits: a library function (torch's pytree, numpy) that
+    calls the callable it is handed raised the event from its own frame, which the hooks took for the caller.
+    A library frame now owns a screened event only when its code names the operation."""
+    result, log = _run(tmp_path, '''
+        import concurrent.futures, gc, operator, os, sys, threading
+        import numpy as np
+        from torch.utils._pytree import tree_map
+        tried = {}
+        def attempt(what, fn):
+            try:
+                fn()
+                tried[what] = "allowed"
+            except Exception:
+                tried[what] = "refused"
+        attempt("tree_map_gc", lambda: tree_map(gc.get_objects, [0]))
+        attempt("tree_map_system", lambda: tree_map(os.system, ["true"]))
+        attempt("vectorize_gc", lambda: np.vectorize(gc.get_objects, otypes=[object])([0]))
+        gen = (x for x in [1])
+        attempt("tree_map_gi_frame", lambda: tree_map(operator.attrgetter("gi_frame"), [gen]))
+        attempt("tree_map_code", lambda: tree_map(operator.attrgetter("__code__"), [attempt]))
+        attempt("tree_map_getframe", lambda: tree_map(sys._getframe, [0]))
+        def in_thread():
+            t = threading.Thread(target=tree_map, args=(gc.get_referrers, [tried]))
+            t.start()
+            t.join()
+        errors = []
+        threading.excepthook = lambda args: errors.append(args.exc_type.__name__)
+        in_thread()
+        tried["thread_tree_map"] = "refused" if errors == ["Refused"] else f"allowed {errors}"
+        with concurrent.futures.ThreadPoolExecutor(1) as ex:
+            attempt("executor_tree_map", lambda: ex.submit(tree_map, gc.get_objects, [0]).result())
+        RESULT = tried
+    ''')
+    assert result == ("{'tree_map_gc': 'refused', 'tree_map_system': 'refused', 'vectorize_gc': 'refused', "
+                      "'tree_map_gi_frame': 'refused', 'tree_map_code': 'refused', 'tree_map_getframe': 'refused', "
+                      "'thread_tree_map': 'refused', 'executor_tree_map': 'refused'}"), (result, log)
+    assert any(item.startswith("os.system") for item in log), log
+    assert any(item.startswith("gc.get_referrers") for item in log), log
+
+
+def test_a_library_that_names_the_operation_still_owns_it(tmp_path):
+    """The other side of the trampoline rule: library code that does the operation itself, by name, through a
+    standard-library function that does it (``subprocess.run``, ``ctypes.util.find_library``), through a
+    generic helper of its own, at its import, or on a thread of its own, is not the candidate's."""
+    lib = tmp_path.parent / f"{tmp_path.name}_lib"
+    lib.mkdir()
+    (lib / "kg_fake_lib.py").write_text(textwrap.dedent('''
+        import ctypes.util, gc, subprocess, threading
+        AT_IMPORT = subprocess.check_output(["true"])
+        def apply(fn, *args):
+            return fn(*args)
+        def procs():
+            return subprocess.run(["true"]).returncode
+        def objects():
+            return len(gc.get_objects()) > 0
+        def objects_through_helper():
+            return apply(gc.get_objects)[:0]
+        def code_name(f):
+            return getattr(f, "__code__").co_name
+        def find():
+            return ctypes.util.find_library("c") is not None
+        def on_a_thread():
+            out = []
+            t = threading.Thread(target=lambda: out.append(procs()))
+            t.start()
+            t.join()
+            return out
+    '''))
+    result, log = _run(tmp_path, f'''
+        import sys
+        sys.path.insert(0, {str(lib)!r})
+        import kg_fake_lib as L
+        def f():
+            pass
+        RESULT = (L.procs(), L.objects(), L.objects_through_helper(), L.code_name(f), L.find(), L.on_a_thread())
+    ''')
+    assert result == "(0, True, [], 'f', True, [0])", (result, log)
+    assert log == [], log

@@ -103,3 +103,23 @@ def test_code_under_a_borrowed_name_is_refused_by_the_audit_hooks(hostile_run, n
     _, results, _ = hostile_run
     rec = next(r for r in results if r.candidate == f"hostile/gelu__{name}.py")
     assert rec.evidence["mechanism"] == "audit_hook" and why in rec.error.message, rec.error.message
+
+
+def test_a_library_handed_the_forbidden_call_is_refused_by_the_audit_hooks(hostile_run):
+    """torch's pytree ``tree_map`` called ``gc.get_objects`` and ``os.system`` for the candidate: a library frame
+    owned any event it raised until session 16, when it had to name the operation (harness/execute/audit.py)."""
+    _, results, _ = hostile_run
+    rec = next(r for r in results if r.candidate == "hostile/gelu__library_trampoline.py")
+    assert rec.evidence["mechanism"] == "audit_hook", rec.error.message
+    assert "gc.get_objects" in rec.error.message and "os.system" in rec.error.message, rec.error.message
+
+
+def test_no_thread_of_a_worker_is_left_unconfined(hostile_run):
+    """Landlock before ABI 8 confines the thread that asks and the threads it starts later. The worker's parent
+    watch started before the lock-down, stayed unconfined, and a candidate that replaced ``select.select`` ran
+    its code there, writing outside its folder (session 16's red team; ``gelu__lifeline_hijack.py``)."""
+    _, results, _ = hostile_run
+    sandboxes = {r.env.sandbox for r in results if r.env is not None}
+    assert sandboxes and not any("unconfined" in s for s in sandboxes), sandboxes
+    rec = next(r for r in results if r.candidate == "hostile/gelu__lifeline_hijack.py")
+    assert rec.status.value == "PASSED", rec.error
