@@ -66,7 +66,8 @@ import types
 DIRECT = frozenset({
     "sys._getframe", "sys._current_frames", "sys._getframemodulename", "sys.settrace", "sys.setprofile",
     "gc.get_objects", "gc.get_referrers", "gc.get_referents", "compile", "exec", "code.__new__",
-    "function.__new__", "object.__getattr__", "object.__setattr__", "object.__delattr__",
+    "function.__new__", "object.__getattr__", "object.__setattr__", "object.__delattr__", "sys.addaudithook",
+    "sys.monitoring.register_callback",
 })
 MEDIATED_PREFIXES = ("ctypes.", "subprocess.", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
                      "os.forkpty", "os.kill", "os.killpg", "pty.spawn", "socket.", "cffi")
@@ -97,7 +98,8 @@ SCREENED_OPS = {
     "gc.get_referents": ("get_referents",), "sys._current_frames": ("_current_frames",),
     "sys._getframe": ("_getframe",), "sys._getframemodulename": ("_getframemodulename", "_getframe"),
     "sys.settrace": ("settrace",), "sys.setprofile": ("setprofile",), "function.__new__": ("FunctionType",),
-    "code.__new__": ("CodeType", "replace"), **PROCESS_OPS,
+    "code.__new__": ("CodeType", "replace"), "sys.addaudithook": ("addaudithook",),
+    "sys.monitoring.register_callback": ("register_callback",), **PROCESS_OPS,
 }
 """Events a library's frame owns only when its own code names the operation (a name or string constant in the
 function, e.g. ``gc.get_objects``, ``subprocess.run``, ``getattr(f, "__code__")``), or its module is being
@@ -141,6 +143,8 @@ class AuditLog:
     def __init__(self) -> None:
         self._items: list[str] = []
         self._lock = threading.Lock()
+        self.guard = None
+        """The trusted thread's profile function (:func:`_thread_guard`), set by :func:`install`."""
 
     def add(self, item: str) -> None:
         with self._lock:
@@ -302,6 +306,12 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
         return bool(path) and not _made_up(path) and not path.startswith(roots)
 
     def hook(event: str, args: tuple) -> None:
+        if event == "open":
+            if args and _memory_file(args[0]):
+                log.add(f"open: ...{str(args[0])[-60:]}")
+                raise Refused("kernelgate: a process's memory file is not opened in a worker (audit hook); see "
+                              "README 'Security'")
+            return
         if event == "exec" and args and isinstance(getattr(args[0], "co_filename", None), str) \
                 and is_candidate(args[0].co_filename):
             remember(args[0])
@@ -346,7 +356,60 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
             raise Refused(f"kernelgate: {event} is not allowed in candidate code (audit hook); see README 'Security'")
 
     sys.addaudithook(hook)
+    log.guard = _thread_guard(roots, exempt_roots, own)
     return log
+
+
+EXIT_TRUSTED_THREAD = 71
+"""A worker's exit code when candidate code ran on its trusted thread (:func:`_thread_guard`)."""
+
+
+def _thread_guard(roots: tuple[str, ...], exempt_roots: tuple[str, ...], own: dict):
+    """A profile function for the worker's trusted (main) thread: the first call of candidate code there ends the
+    process at once, with :data:`EXIT_TRUSTED_THREAD` and a line on stderr naming the code.
+
+    Candidate code runs only on the candidate's thread. It can still be *called* from the trusted one: harness
+    classes are reachable (``object.__subclasses__()``), and a method, builtin or standard-library function the
+    worker's loop calls, replaced for a moment and put back before the identity check
+    (:mod:`harness.execute.tamper`), runs there; so do a garbage-collector callback, a finalizer, an exception's
+    ``__str__``. Bug it stops: a forward that did no work replaced ``Worker.handoff`` with a wrapper that computed
+    the right output of the call about to be checked, put the method back, and was PASSED (session 16).
+
+    Everything it uses is bound here, in its closure (the function is reachable only through
+    ``sys.getprofile()`` on the main thread), so a replaced builtin is not called from inside it; the check is
+    by file name and by code identity (:func:`install`'s ``own``)."""
+    write, exit_, ident = os.write, os._exit, id
+
+    def guard(frame, event, arg):
+        if event != "call":
+            return
+        code = frame.f_code
+        name = code.co_filename
+        if (name.startswith(roots) and (name.endswith(".py") or not name.startswith(exempt_roots))) \
+                or ident(code) in own:
+            try:
+                write(2, b"kernelgate: candidate code ran on the worker's trusted thread: "
+                      + code.co_qualname.encode(errors="replace") + b" (" + name.encode(errors="replace") + b")\n")
+            finally:
+                exit_(EXIT_TRUSTED_THREAD)
+    return guard
+
+
+def _memory_file(path: object) -> bool:
+    """Whether ``path`` names a process's memory (``/proc/self/mem``, ``/proc/self/task/TID/mem``, or a link to
+    one): writing it rewrites the worker's memory, reading it reads the channel's key. Landlock cannot refuse it:
+    ``/proc/self/task`` must stay writable (CUDA names its threads there), and ``mem`` lies beneath it. Bug it
+    stops: a sandboxed candidate opened ``/proc/self/task/TID/mem`` for writing and patched its own process's
+    bytes, no ``ctypes`` needed (session 16). A relative ``mem`` is refused whatever the folder (``os.open``
+    with a ``dir_fd`` names no folder in its audit event)."""
+    if isinstance(path, bytes):
+        path = path.decode(errors="replace")
+    if not isinstance(path, str):
+        return False  # an open file descriptor: opened (and checked) before
+    if path.rstrip("/").rsplit("/", 1)[-1] == "mem":
+        return True
+    real = os.path.realpath(path)
+    return real.startswith("/proc/") and real.endswith("/mem")
 
 
 def _made_up(filename: str) -> bool:

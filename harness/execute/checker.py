@@ -167,37 +167,31 @@ def _reference(ctx: P.Context, seed: int, transform: int) -> tuple[list, list]:
     return refs, libs
 
 
-def _load(ipc: Any, path: str | None) -> list:
-    """Tensors handed off by a worker (CUDA IPC descriptors or a file); raises HandoffTampered/HandoffError."""
-    import torch
-
-    from harness.execute.handoff import HandoffError, HandoffTampered, import_outputs
+def _load(ipc: Any, path: str | None, digest: str | None) -> list:
+    """Tensors handed off by a worker (CUDA IPC descriptors, or a file and its digest); raises
+    HandoffTampered/HandoffError."""
+    from harness.execute.handoff import HandoffTampered, import_outputs, read_raw
 
     if ipc is not None:
         return import_outputs(list(ipc))
     if path is None:
         raise HandoffTampered("no outputs were handed off")
-    try:
-        outs = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - a tampered or truncated file
-        raise HandoffError(f"the handed-off file could not be read ({exc})") from None
-    if not isinstance(outs, list) or not all(type(o) is torch.Tensor for o in outs):
-        raise HandoffTampered("the handed-off file is not a list of plain tensors")
-    return outs
+    return read_raw(path, digest)
 
 
 def _failed(status: str, detail: str) -> P.CompareReply:
     return P.CompareReply(ok=False, status=status, detail=detail)
 
 
-def _mutated(ctx: P.Context, b: _Baseline, seed: int, transform: int, ipc: Any, path: str | None) -> list[int] | str:
+def _mutated(ctx: P.Context, b: _Baseline, seed: int, transform: int, ipc: Any, path: str | None,
+             digest: str | None) -> list[int] | str:
     """Indices of tensor inputs the candidate's forward changed, or a message when they cannot be read."""
     import torch
 
     from harness.execute.handoff import HandoffError
 
     try:
-        theirs = _load(ipc, path)
+        theirs = _load(ipc, path, digest)
     except HandoffError as exc:
         return str(exc)
     ours = [x for x in _inputs(ctx, b.module, seed, transform) if isinstance(x, torch.Tensor)]
@@ -237,14 +231,15 @@ def compare(req: P.Compare) -> P.CompareReply:
         torch.cuda.synchronize()
     t1 = time.perf_counter()
     try:
-        outs = _load(req.output_ipc, req.output_path)
+        outs = _load(req.output_ipc, req.output_path, req.output_digest)
     except HandoffTampered as exc:
         return _failed("REWARD_HACK", f"output hand-off tampered: {exc}")
     except HandoffError as exc:
         return _failed("HARNESS_ERROR", f"candidate output could not be read ({exc}); if this repeats for every "
                        "candidate, rerun with --handoff file")
     if not req.in_place and (req.input_ipc is not None or req.input_path is not None):
-        changed = _mutated(req.ctx, _baseline(req.ctx), req.seed, req.transform, req.input_ipc, req.input_path)
+        changed = _mutated(req.ctx, _baseline(req.ctx), req.seed, req.transform, req.input_ipc, req.input_path,
+                           req.input_digest)
         if isinstance(changed, str):
             return _failed("REWARD_HACK", f"inputs could not be checked after the forward: {changed}")
         if changed:
@@ -297,13 +292,13 @@ def verify(req: P.Verify) -> P.VerifyReply:
         return P.VerifyReply(ok=False, status="HARNESS_ERROR", detail=f"no kept library output {req.keep_id}")
     libs, ctx, seed, transform = kept
     try:
-        outs = _load(req.output_ipc, req.output_path)
+        outs = _load(req.output_ipc, req.output_path, req.output_digest)
     except HandoffTampered as exc:
         return P.VerifyReply(ok=False, status="REWARD_HACK", detail=f"output hand-off tampered: {exc}")
     except HandoffError as exc:
         return P.VerifyReply(ok=False, status="HARNESS_ERROR", detail=f"candidate output could not be read ({exc})")
     if not req.in_place and (req.input_ipc is not None or req.input_path is not None):
-        changed = _mutated(ctx, _baseline(ctx), seed, transform, req.input_ipc, req.input_path)
+        changed = _mutated(ctx, _baseline(ctx), seed, transform, req.input_ipc, req.input_path, req.input_digest)
         if isinstance(changed, str) or changed:
             return P.VerifyReply(ok=False, status="REWARD_HACK",
                                  detail=f"a timed call modified its input(s): {changed}")

@@ -54,7 +54,7 @@ def _watch(interval_s: float, pidfd: int | None, parent: int) -> None:
     sigkill = signal.SIGKILL
     while True:
         sleep(interval_s)
-        if (bool(select_([pidfd], [], [], 0)[0]) if pidfd is not None else getppid() != parent):
+        if (select_([pidfd], [], [], 0)[0] if pidfd is not None else getppid() != parent):  # no builtin looked up
             try:
                 killpg(getpgrp(), sigkill)
             finally:

@@ -467,6 +467,9 @@ class HandoffReport:
     input_ipc: tuple[dict, ...] | None = None
     input_path: str | None = None
     error: Error | None = None
+    output_digest: str | None = None
+    """BLAKE2b of the file at ``output_path`` as the worker wrote it (the checker reads only a file that has it)."""
+    input_digest: str | None = None
 
 
 @message("batch_ready")
@@ -560,6 +563,8 @@ class Compare:
     output_path: str | None = None
     input_ipc: tuple[dict, ...] | None = None
     input_path: str | None = None
+    output_digest: str | None = None
+    input_digest: str | None = None
 
 
 @message("compare_reply")
@@ -640,6 +645,8 @@ class Verify:
     output_path: str | None = None
     input_ipc: tuple[dict, ...] | None = None
     input_path: str | None = None
+    output_digest: str | None = None
+    input_digest: str | None = None
 
 
 @message("verify_reply")

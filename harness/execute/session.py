@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from harness.execute import protocol as P
+from harness.execute.audit import EXIT_TRUSTED_THREAD
 from harness.execute.channel import ChannelError, Endpoint, send_raw_json
 from harness.execute.checker_client import CheckerDied
 from harness.execute.inputs import round_seed
@@ -262,7 +263,14 @@ class Session:
         except (_Died, BrokenPipeError, OSError) as exc:
             code = wait_briefly(worker.proc)
             how = f"killed by {signame(-code)}" if code is not None and code < 0 else f"exit code {code}"
-            if self.lock_held == "shared" and not self.t.alone and self.cuda:
+            if code == EXIT_TRUSTED_THREAD:
+                line = next((ln for ln in reversed(self.err_buf.text().splitlines()) if "trusted thread" in ln), "")
+                self.results.clear()  # any of its results may have been fixed up on that thread
+                self._fail_rest(Status.REWARD_HACK, {"type": "TrustedThread", "message": line or
+                                                     "candidate code ran on the worker's trusted thread",
+                                                     "traceback_tail": self.err_buf.text()[-2000:]},
+                                {"mechanism": "trusted_thread", "detail": line[:300]})
+            elif self.lock_held == "shared" and not self.t.alone and self.cuda:
                 retry = RetryAlone(f"worker ended unexpectedly ({how}) while sharing the GPU")
             else:
                 error = {"type": type(exc).__name__, "message": f"worker ended unexpectedly ({how}): {exc}",
@@ -495,7 +503,7 @@ class Session:
             reply, waited = self.dev.checkers.request(P.Compare(
                 ctx=ctx, seed=seed, transform=r, atol=w.atol, rtol=w.rtol, reduction_length=w.reduction_length,
                 in_place=self.p.in_place, output_ipc=h.output_ipc, output_path=h.output_path, input_ipc=h.input_ipc,
-                input_path=h.input_path), ctx.key)
+                input_path=h.input_path, output_digest=h.output_digest, input_digest=h.input_digest), ctx.key)
             self._add(w.name, "check_s", time.monotonic() - t_check)
             self._add(w.name, "queue_s", waited)
             self._cleanup_files(h)

@@ -8,7 +8,9 @@ every callable and class attribute of the modules and classes below, and
 compares after the import and after every call: a replaced or deleted entry
 is a reported fact (``patched torch.nn.functional.layer_norm``), and the
 parent records REWARD_HACK. New attributes (libraries add caches lazily) are
-not flagged; only what existed at the snapshot is.
+not flagged; only what existed at the snapshot is. ``gc.callbacks`` is
+compared as a whole: the collector runs its callbacks on whichever thread
+allocates, the worker's trusted thread among them.
 
 The worker's trusted loop also holds its own references to the functions it
 calls (captured before the import), so a replacement changes what the
@@ -25,7 +27,8 @@ from typing import Any, Iterable
 MODULES = ("torch", "torch.nn.functional", "torch.cuda", "torch.cuda.streams", "torch.autograd", "torch.profiler",
            "torch.autograd.profiler", "torch.utils._python_dispatch", "torch.overrides", "torch._C", "triton",
            "triton.runtime.jit", "triton.runtime.autotuner", "triton.testing", "tilelang", "tilelang.jit", "time",
-           "torch._C._autograd", "torch.autograd.profiler_util", "signal", "numpy")
+           "torch._C._autograd", "torch.autograd.profiler_util", "signal", "numpy", "builtins", "os", "select",
+           "copyreg", "gc")
 CLASSES = ("torch.Tensor", "torch.nn.Module", "torch.cuda.Event", "torch.cuda.Stream",
            "torch.autograd.profiler_util.FunctionEvent", "torch.profiler.profile",
            "triton.runtime.jit.JITFunction", "triton.runtime.autotuner.Autotuner", "tilelang.jit.kernel.JITKernel")
@@ -68,6 +71,9 @@ class TamperCheck:
         self._snap = {}
         for name, ns in self._targets():
             self._snap[name] = (ns, {k: v for k, v in list(ns.items()) if _watched(v)})
+        import gc
+
+        self._gc_callbacks = (gc.callbacks, tuple(gc.callbacks))
 
     def watch(self, label: str, obj: Any, names: Iterable[str]) -> None:
         """Also compare these instance attributes of ``obj`` (the worker's own components: its channel, timer,
@@ -79,6 +85,10 @@ class TamperCheck:
 
     def changed(self, limit: int = 8) -> list[str]:
         out = []
+        callbacks, before = getattr(self, "_gc_callbacks", (None, ()))
+        if callbacks is not None and (sys.modules["gc"].callbacks is not callbacks or tuple(callbacks) != before):
+            # the collector calls these on whichever thread allocates: the worker's trusted one too
+            out.append("added a garbage-collector callback (gc.callbacks)")
         for name, (ns, originals) in self._snap.items():
             for key, original in originals.items():
                 value = ns.get(key, _MISSING)

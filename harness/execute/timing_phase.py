@@ -320,7 +320,8 @@ class TimingPhase:
         v = checker.request(P.Verify(keep_id=cid, atol=w.atol, rtol=w.rtol, reduction_length=w.reduction_length,
                                      tolerance_factor=2.0 * max(1.0, 1.5 * lib_excess),
                                      in_place=self.s.p.in_place or not inputs, output_ipc=h.output_ipc,
-                                     output_path=h.output_path, input_ipc=h.input_ipc, input_path=h.input_path))
+                                     output_path=h.output_path, input_ipc=h.input_ipc, input_path=h.input_path,
+                                     output_digest=h.output_digest, input_digest=h.input_digest))
         self.s._cleanup_files(h)
         return judge.judge_verification(v, position, phase)
 

@@ -39,9 +39,9 @@ from typing import Any
 from harness.execute import protocol as P
 
 MAX_TEXT = 4000
-COMPONENTS = ("spec", "chan", "sandbox", "torch", "guards", "device", "cuda", "forward", "run_all", "export_outputs",
+COMPONENTS = ("spec", "chan", "sandbox", "torch", "guards", "device", "cuda", "forward", "run_all", "reader", "not_plain",
               "flatten", "make_inputs", "make_reference_model", "load_module", "attribute", "poison", "poison_bytes",
-              "save", "perf", "profiler", "timer", "cthread", "threads_ok", "audit", "tamper")
+              "perf", "profiler", "timer", "cthread", "threads_ok", "audit", "tamper")
 """The worker's attributes that never change once its candidate exists (:meth:`TamperCheck.watch`)."""
 CACHE_DIRS = ("triton-cache", "tilelang-cache", "tvm-cache")
 """Scratch sub-folders whose files are the compilers' (not candidate code) for the audit hooks."""
@@ -97,7 +97,7 @@ class Worker:
 
         from harness.execute import guards
         from harness.execute.candidate_thread import CandidateThread, forward, run_all
-        from harness.execute.handoff import export_outputs
+        from harness.execute.handoff import NotPlain, OutputReader
         from harness.execute.inputs import (flatten_outputs, make_inputs, make_reference_model, poison_allocator,
                                             poison_bytes)
         from harness.execute.profiling import attribute
@@ -109,10 +109,11 @@ class Worker:
         self.device = spec.device
         self.cuda = spec.device.startswith("cuda")
         # everything the loop calls, captured before any candidate code exists
-        self.forward, self.run_all, self.export_outputs, self.flatten = forward, run_all, export_outputs, flatten_outputs
+        self.forward, self.run_all, self.flatten = forward, run_all, flatten_outputs
+        self.reader, self.not_plain = OutputReader(torch), NotPlain
         self.make_inputs, self.make_reference_model, self.load_module = make_inputs, make_reference_model, load_module
         self.attribute, self.poison, self.poison_bytes = attribute, poison_allocator, poison_bytes
-        self.save, self.perf = torch.save, time.perf_counter
+        self.perf = time.perf_counter
         self.profiler = warm["profiler"]
         if self.cuda:
             frac = float(spec.gpu_memory_fraction or 0)
@@ -147,6 +148,7 @@ class Worker:
 
         scratch = Path(self.spec.candidate_path).parent
         self.audit = audit.install((str(scratch),), exempt=tuple(str(scratch / d) for d in CACHE_DIRS))
+        sys.setprofile(self.audit.guard)  # this thread: candidate code called here ends the worker (audit.py)
         self.tamper = TamperCheck()
         self.tamper.snapshot()
         self.tamper.watch("worker", self, COMPONENTS)
@@ -320,23 +322,24 @@ class Worker:
             self.send(P.HandoffReport(call_id=msg.call_id, error=P.Error("UnknownCall", "no kept call with that id")))
             return
         outs, inputs, _ = entry
-        if not all(type(o) is torch.Tensor for o in outs):
-            self.send(P.HandoffReport(call_id=msg.call_id, error=P.Error("NotTensors", "outputs are not plain tensors")))
-            return
         tensors_in = [x for x in inputs if isinstance(x, torch.Tensor)] if (msg.inputs and inputs is not None) else None
         report: dict[str, Any] = {"call_id": msg.call_id}
         keep = []
         for part, tensors in (("output", outs), ("input", tensors_in)):
             if tensors is None:
                 continue
-            exported = self.export_outputs(tensors) if (self.spec.handoff == "ipc" and self.cuda) else None
-            if exported is not None:
-                report[f"{part}_ipc"] = tuple(exported[0])
-                keep.append(exported[1])
-            else:
-                path = Path(self.spec.handoff_dir) / f"{w.name}.c{msg.call_id}.{part}.pt"
-                self.save([t.detach().to("cpu") for t in tensors], path)
-                report[f"{part}_path"] = str(path)
+            try:  # by address, never through the dispatcher or pickle (harness.execute.handoff)
+                exported = self.reader.export(tensors) if (self.spec.handoff == "ipc" and self.cuda) else None
+                if exported is not None:
+                    report[f"{part}_ipc"] = tuple(exported[0])
+                    keep.append(exported[1])
+                else:
+                    path = f"{self.spec.handoff_dir}/{w.name}.c{msg.call_id}.{part}.raw"
+                    report[f"{part}_digest"] = self.reader.write(tensors, path)
+                    report[f"{part}_path"] = path
+            except self.not_plain as exc:
+                self.send(P.HandoffReport(call_id=msg.call_id, error=P.Error("NotTensors", str(exc))))
+                return
         self.kept[msg.call_id] = (outs, inputs, keep)  # exported memory stays alive until released
         self.send(P.HandoffReport(**report))
 
@@ -439,6 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         Worker(spec, chan, warm, sandbox).run()
     finally:
+        sys.setprofile(None)  # the candidate's objects may be finalized at exit, on this thread: no verdict then
         reaper.kill_tree(os.getpid(), itself=False)  # its adopted orphans would outlive it (handed up the tree)
     return 0
 

@@ -125,3 +125,27 @@ def test_the_worker_watches_every_component_it_sets_up():
              if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"}
     state = {"kept", "prepared", "calls_in_window", "children_seen"}
     assert bound - state <= set(worker_mod.COMPONENTS), sorted(bound - state - set(worker_mod.COMPONENTS))
+
+
+def test_code_the_interpreter_would_run_on_the_trusted_thread_is_refused_or_reported(tmp_path):
+    """Routes to run candidate code on the worker's main thread with no frame or gc access (session 16's red
+    team): an audit hook of its own (called for every audited event, on every thread), a garbage-collector
+    callback (called on whichever thread allocates) and a replaced builtin or ``os`` function the worker's
+    loop looks up. The first is refused and logged (CPython then drops the new hook without an error), the
+    others are reported as patched."""
+    out = _run(tmp_path, """
+        import builtins, gc, os, sys
+        hits = []
+        try:
+            sys.addaudithook(lambda event, args: hits.append(event))
+            hits.append("added")
+        except RuntimeError:
+            hits.append("refused")
+        sys.audit("kernelgate.test")
+        gc.callbacks.append(lambda phase, info: None)
+        builtins.len = lambda obj, _len=len: _len(obj)
+        os.getppid = lambda _f=os.getppid: _f()
+        RESULT = hits
+    """)
+    assert "kernelgate.test" not in out and "LOG ['sys.addaudithook']" in out, out
+    assert "gc.callbacks" in out and "patched builtins.len" in out and "patched os.getppid" in out, out

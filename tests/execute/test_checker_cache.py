@@ -15,6 +15,7 @@ import torch
 from harness.execute import protocol as P
 from harness.execute.checker import _reference
 from harness.execute.checker_client import CheckerPool
+from harness.execute.handoff import OutputReader
 from harness.problems.registry import load_registry
 
 
@@ -24,10 +25,10 @@ def _request(tmp_path, name: str) -> P.Compare:
     ctx = P.Context(problem_path=str(prob.path), params=dict(w.params), dtype=w.dtype, device="cpu", model_seed=11,
                     input_transform=prob.input_transform, allow_tf32=False)
     _, libs = _reference(ctx, 12, 0)  # the library's own output: a correct candidate
-    path = tmp_path / f"{name}.pt"
-    torch.save([t.clone() for t in libs], path)
+    path = tmp_path / f"{name}.raw"
+    digest = OutputReader(torch).write([t.clone() for t in libs], path)
     return P.Compare(ctx=ctx, seed=12, transform=0, atol=w.atol, rtol=w.rtol, reduction_length=w.reduction_length,
-                     in_place=False, output_path=str(path))
+                     in_place=False, output_path=str(path), output_digest=digest)
 
 
 def test_second_compare_of_a_workload_reuses_its_references(tmp_path):

@@ -125,9 +125,9 @@ def test_ipc_bounds_check_with_a_live_exporter(tmp_path):
 
     exporter = textwrap.dedent("""
         import json, sys, time, torch
-        from harness.execute.handoff import export_outputs
+        from harness.execute.handoff import OutputReader
         t = torch.arange(1024, dtype=torch.float32, device="cuda")
-        descs, keep = export_outputs([t])
+        descs, keep = OutputReader(torch).export([t])
         print(json.dumps(descs), flush=True)
         time.sleep(60)
     """)

@@ -17,17 +17,17 @@ ROOT = Path(__file__).resolve().parents[2]
 try:
     import pytest
 
-    pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+    pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 except ImportError:  # run as a script on a machine without pytest
     sys.path.insert(0, str(ROOT))
 
 EXPORTER = """
 import json, sys, torch
-from harness.execute.handoff import export_outputs
+from harness.execute.handoff import OutputReader
 torch.manual_seed(0)
 outs = [torch.randn(1000, 333, device="cuda", dtype=torch.bfloat16), torch.arange(7, device="cuda")[2:],
         torch.empty(0, device="cuda"), torch.randn(64, 64, device="cuda").t()]
-descs, keep = export_outputs(outs)
+descs, keep = OutputReader(torch).export(outs)
 print(json.dumps({"descs": descs, "sums": [float(o.double().sum()) for o in outs]}), flush=True)
 sys.stdin.readline()  # keep the memory alive until the importer is done
 """
@@ -53,6 +53,27 @@ def test_outputs_arrive_intact_in_another_process():
     assert [tuple(o.shape) for o in outs] == [(1000, 333), (5,), (0,), (64, 64)]
     assert outs[0].dtype == torch.bfloat16 and outs[1].dtype == torch.int64
     assert [float(o.double().sum()) for o in outs] == pytest.approx(sums)
+
+
+def test_strided_outputs_keep_their_values():
+    """A transposed and an offset view are exported with their strides, not made contiguous in the worker."""
+    outs, _, descs = _roundtrip()
+    assert descs[3]["stride"] == [1, 64] and descs[1]["offset"] % 8 == 0
+    torch.manual_seed(0)
+    want = [torch.randn(1000, 333, device="cuda", dtype=torch.bfloat16), torch.arange(7, device="cuda")[2:],
+            torch.empty(0, device="cuda"), torch.randn(64, 64, device="cuda").t()]
+    assert all(torch.equal(a, b) for a, b in zip(outs, want))
+
+
+def test_a_file_hand_off_copies_device_memory_by_address(tmp_path):
+    """The fallback when IPC is refused: bytes copied with the driver (cuMemcpyDtoH), strides kept, digest checked."""
+    from harness.execute.handoff import OutputReader, read_raw
+
+    base = torch.randn(300, 200, device="cuda")
+    outs = [base.t(), base[5:, 7:], torch.randn(11, device="cuda").half()]
+    path = tmp_path / "out.raw"
+    back = read_raw(str(path), OutputReader(torch).write(outs, path))
+    assert all(torch.equal(a.cpu(), b) for a, b in zip(outs, back))
 
 
 def test_a_range_past_the_allocation_is_refused():

@@ -49,14 +49,21 @@ def test_each_hostile_candidate_is_contained(hostile_run):
     assert got == expected, {k: (got.get(k), v) for k, v in expected.items() if got.get(k) != v}
 
 
-@pytest.mark.parametrize("name", ["write_leaderboards", "read_parent_memory", "chdir_and_write",
-                                  "delete_project_file"])
+@pytest.mark.parametrize("name", ["write_leaderboards", "chdir_and_write", "delete_project_file"])
 def test_blocked_by_the_sandbox_not_by_luck(hostile_run, name):
     _, results, _ = hostile_run
     rec = next(r for r in results if r.candidate == f"hostile/gelu__{name}.py")
     text = f"{rec.error.type} {rec.error.message}"
     assert "Permission denied" in text or "PermissionError" in text or "Operation not permitted" in text, text
     assert rec.env.sandbox.startswith("landlock"), rec.env.sandbox
+
+
+def test_a_memory_file_is_refused_by_the_audit_hooks(hostile_run):
+    """/proc/PID/mem of another process is Landlock's to refuse (tests/execute/test_sandbox.py), but the worker's
+    own /proc/self/task/TID/mem is writable under the sandbox; the hooks refuse every memory file."""
+    _, results, _ = hostile_run
+    rec = next(r for r in results if r.candidate == "hostile/gelu__read_parent_memory.py")
+    assert rec.evidence["mechanism"] == "audit_hook" and "mem" in rec.error.message, rec.error.message
 
 
 def test_network_is_refused_by_the_audit_hooks_first(hostile_run):
@@ -122,4 +129,12 @@ def test_no_thread_of_a_worker_is_left_unconfined(hostile_run):
     sandboxes = {r.env.sandbox for r in results if r.env is not None}
     assert sandboxes and not any("unconfined" in s for s in sandboxes), sandboxes
     rec = next(r for r in results if r.candidate == "hostile/gelu__lifeline_hijack.py")
-    assert rec.status.value == "PASSED", rec.error
+    assert "patched" in rec.error.message and "getppid" in rec.error.message, rec.error.message
+
+
+def test_the_workers_own_memory_file_is_refused_through_a_link(hostile_run):
+    """``/proc/self/task/TID/mem`` lies under the folder Landlock must leave writable; a candidate wrote its own
+    process's bytes through a link to it in its folder until session 16 (harness/execute/audit.py)."""
+    _, results, _ = hostile_run
+    rec = next(r for r in results if r.candidate == "hostile/gelu__write_own_memory.py")
+    assert rec.evidence["mechanism"] == "audit_hook" and "innocent.bin" in rec.error.message, rec.error.message
