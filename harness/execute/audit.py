@@ -143,8 +143,9 @@ class AuditLog:
     def __init__(self) -> None:
         self._items: list[str] = []
         self._lock = threading.Lock()
-        self.guard = None
-        """The trusted thread's profile function (:func:`_thread_guard`), set by :func:`install`."""
+        self.guards = None
+        """The trusted thread's guard functions (:func:`_thread_guard`), set by :func:`install`; :func:`arm`."""
+        self.disarm = None
 
     def add(self, item: str) -> None:
         with self._lock:
@@ -356,7 +357,7 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
             raise Refused(f"kernelgate: {event} is not allowed in candidate code (audit hook); see README 'Security'")
 
     sys.addaudithook(hook)
-    log.guard = _thread_guard(roots, exempt_roots, own)
+    log.guards = _thread_guard(roots, exempt_roots, own)
     return log
 
 
@@ -365,8 +366,9 @@ EXIT_TRUSTED_THREAD = 71
 
 
 def _thread_guard(roots: tuple[str, ...], exempt_roots: tuple[str, ...], own: dict):
-    """A profile function for the worker's trusted (main) thread: the first call of candidate code there ends the
-    process at once, with :data:`EXIT_TRUSTED_THREAD` and a line on stderr naming the code.
+    """The trusted (main) thread's guard: the first call of candidate code there ends the process at once, with
+    :data:`EXIT_TRUSTED_THREAD` and a line on stderr naming the code. Returns (a ``sys.setprofile`` function, a
+    ``sys.monitoring`` PY_START/PY_RESUME callback); :func:`arm` installs one of them.
 
     Candidate code runs only on the candidate's thread. It can still be *called* from the trusted one: harness
     classes are reachable (``object.__subclasses__()``), and a method, builtin or standard-library function the
@@ -375,24 +377,67 @@ def _thread_guard(roots: tuple[str, ...], exempt_roots: tuple[str, ...], own: di
     ``__str__``. Bug it stops: a forward that did no work replaced ``Worker.handoff`` with a wrapper that computed
     the right output of the call about to be checked, put the method back, and was PASSED (session 16).
 
-    Everything it uses is bound here, in its closure (the function is reachable only through
-    ``sys.getprofile()`` on the main thread), so a replaced builtin is not called from inside it; the check is
-    by file name and by code identity (:func:`install`'s ``own``)."""
-    write, exit_, ident = os.write, os._exit, id
+    Everything it uses is bound here, in its closure (reachable only through the interpreter's profiler or
+    monitoring slots), so a replaced builtin is not called from inside it; candidate code is told by file name and
+    by code identity (:func:`install`'s ``own``)."""
+    write, exit_, ident, get_ident = os.write, os._exit, id, threading.get_ident
+    main = get_ident()
+    disable = getattr(getattr(sys, "monitoring", None), "DISABLE", None)
 
-    def guard(frame, event, arg):
-        if event != "call":
-            return
-        code = frame.f_code
+    def theirs(code) -> bool:
         name = code.co_filename
-        if (name.startswith(roots) and (name.endswith(".py") or not name.startswith(exempt_roots))) \
-                or ident(code) in own:
-            try:
-                write(2, b"kernelgate: candidate code ran on the worker's trusted thread: "
-                      + code.co_qualname.encode(errors="replace") + b" (" + name.encode(errors="replace") + b")\n")
-            finally:
-                exit_(EXIT_TRUSTED_THREAD)
-    return guard
+        return (name.startswith(roots) and (name.endswith(".py") or not name.startswith(exempt_roots))) \
+            or ident(code) in own
+
+    def alarm(code) -> None:
+        try:
+            write(2, b"kernelgate: candidate code ran on the worker's trusted thread: "
+                  + code.co_qualname.encode(errors="replace") + b" ("
+                  + code.co_filename.encode(errors="replace") + b")\n")
+        finally:
+            exit_(EXIT_TRUSTED_THREAD)
+
+    def profile(frame, event, arg):
+        if event == "call" and get_ident() == main and theirs(frame.f_code):
+            alarm(frame.f_code)
+
+    def started(code, offset):
+        if not theirs(code):
+            return disable  # library and harness code: never asked about again, on any thread
+        if get_ident() == main:
+            alarm(code)
+        return None
+    return profile, started
+
+
+def arm(log: AuditLog) -> str:
+    """Arm the trusted-thread guard of :func:`install` on the calling thread (the worker's main thread); returns
+    how. Python 3.12 instruments every thread's code for ``sys.setprofile`` (the candidate's thread ran its
+    launches at half speed on the H200, and the suite took twice as long): there, a ``sys.monitoring`` tool sees
+    each function start instead, library code is switched off after its first start, and ``sys.monitoring`` is
+    then removed from ``sys`` so that candidate code cannot switch the tool off. Before 3.12 a profile function
+    on this thread costs the other threads nothing."""
+    profile, started = log.guards
+    mon = getattr(sys, "monitoring", None)
+    if mon is None:
+        sys.setprofile(profile)
+        log.disarm = lambda: sys.setprofile(None)
+        return "sys.setprofile"
+    for tool in (4, 3, 5, 1, 0, 2):
+        try:
+            mon.use_tool_id(tool, "kernelgate")
+        except ValueError:
+            continue
+        events = mon.events.PY_START | mon.events.PY_RESUME
+        mon.register_callback(tool, mon.events.PY_START, started)
+        mon.register_callback(tool, mon.events.PY_RESUME, started)
+        mon.set_events(tool, events)
+        log.disarm = lambda: mon.set_events(tool, 0)
+        del sys.monitoring
+        return f"sys.monitoring tool {tool}"
+    sys.setprofile(profile)
+    log.disarm = lambda: sys.setprofile(None)
+    return "sys.setprofile (no free sys.monitoring tool)"
 
 
 def _memory_file(path: object) -> bool:

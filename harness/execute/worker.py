@@ -148,11 +148,12 @@ class Worker:
 
         scratch = Path(self.spec.candidate_path).parent
         self.audit = audit.install((str(scratch),), exempt=tuple(str(scratch / d) for d in CACHE_DIRS))
-        sys.setprofile(self.audit.guard)  # this thread: candidate code called here ends the worker (audit.py)
+        guard = audit.arm(self.audit)  # this thread: candidate code called here ends the worker (audit.py)
         self.tamper = TamperCheck()
         self.tamper.snapshot()
         self.tamper.watch("worker", self, COMPONENTS)
-        self.send(P.Ready(sandbox=self.sandbox, audit="python audit hooks (PEP 578)", profiler=self.profiler.status))
+        self.send(P.Ready(sandbox=self.sandbox, audit=f"python audit hooks (PEP 578); trusted thread guarded by {guard}",
+                          profiler=self.profiler.status))
         try:
             cand = self.cthread.run(_import_candidate, self.spec.candidate_path)
             if not hasattr(cand, "ModelNew"):
@@ -439,10 +440,13 @@ def main(argv: list[str] | None = None) -> int:
             "PrestartMismatch", "pre-started worker was set up for other problems or sandbox settings than its "
             "candidate's spec", ""))))
         return 4
+    worker = Worker(spec, chan, warm, sandbox)
     try:
-        Worker(spec, chan, warm, sandbox).run()
+        worker.run()
     finally:
-        sys.setprofile(None)  # the candidate's objects may be finalized at exit, on this thread: no verdict then
+        log = getattr(worker, "audit", None)
+        if log is not None and log.disarm is not None:
+            log.disarm()  # the candidate's objects may be finalized at exit, on this thread: no verdict
         reaper.kill_tree(os.getpid(), itself=False)  # its adopted orphans would outlive it (handed up the tree)
     return 0
 

@@ -149,3 +149,36 @@ def test_code_the_interpreter_would_run_on_the_trusted_thread_is_refused_or_repo
     """)
     assert "kernelgate.test" not in out and "LOG ['sys.addaudithook']" in out, out
     assert "gc.callbacks" in out and "patched builtins.len" in out and "patched os.getppid" in out, out
+
+
+def test_candidate_code_called_on_the_trusted_thread_ends_the_worker(tmp_path):
+    """The trusted thread's guard (audit.arm): candidate code may run on its own thread, never on the main one.
+    Exploit it stops: a harness method (or builtin) replaced for a moment ran the candidate's code on the worker's
+    main thread at hand-off time (exploits/gelu__harness_method_lazy.py, silu__harness_builtin_lazy.py)."""
+    cand = tmp_path / "cand.py"
+    cand.write_text("def helper(x):\n    return x + 1\n")
+    driver = textwrap.dedent(f"""
+        import importlib.util, sys, threading
+        from harness.execute import audit
+        log = audit.install(({str(tmp_path)!r},))
+        print("ARMED", audit.arm(log), hasattr(sys, "monitoring"), flush=True)
+        spec = importlib.util.spec_from_file_location("cand", {str(cand)!r})
+        m = importlib.util.module_from_spec(spec)
+        t = threading.Thread(target=spec.loader.exec_module, args=(m,)); t.start(); t.join()
+        out = []
+        t = threading.Thread(target=lambda: out.append(m.helper(1))); t.start(); t.join()
+        print("THREAD", out, flush=True)
+        sorted([3, 1, 2], key=lambda v: -v)  # the driver's own code on this thread is not the candidate's
+        m.helper(2)
+        print("NOT CAUGHT", flush=True)
+    """)
+    script = tmp_path.parent / f"{tmp_path.name}_guard.py"
+    script.write_text(driver)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    from harness.execute.audit import EXIT_TRUSTED_THREAD
+
+    assert proc.returncode == EXIT_TRUSTED_THREAD, (proc.returncode, proc.stdout, proc.stderr[-2000:])
+    assert "THREAD [2]" in proc.stdout and "NOT CAUGHT" not in proc.stdout, proc.stdout
+    assert "ARMED" in proc.stdout and proc.stdout.split("ARMED", 1)[1].split("\n")[0].endswith("False")
+    assert "trusted thread: helper" in proc.stderr, proc.stderr
