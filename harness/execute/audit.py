@@ -63,6 +63,8 @@ import sysconfig
 import threading
 import types
 
+from harness.execute import trusted_thread
+
 DIRECT = frozenset({
     "sys._getframe", "sys._current_frames", "sys._getframemodulename", "sys.settrace", "sys.setprofile",
     "gc.get_objects", "gc.get_referrers", "gc.get_referents", "compile", "exec", "code.__new__",
@@ -144,8 +146,10 @@ class AuditLog:
         self._items: list[str] = []
         self._lock = threading.Lock()
         self.guards = None
-        """The trusted thread's guard functions (:func:`_thread_guard`), set by :func:`install`; :func:`arm`."""
+        """The trusted thread's guard functions (:func:`harness.execute.trusted_thread.guards`), set by
+        :func:`install` and armed by :func:`harness.execute.trusted_thread.arm`."""
         self.disarm = None
+        self.state: dict = {}
 
     def add(self, item: str) -> None:
         with self._lock:
@@ -180,6 +184,9 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
     getframe = sys._getframe
     get_ident = threading.get_ident
     main_ident = get_ident()
+    state = {"sealed": None}
+    """Once the trusted thread's guard is armed (:func:`harness.execute.trusted_thread.arm`), the code object of
+    its ``disarm``: the only code allowed to change that thread's profiler or tracer."""
 
     def is_candidate(filename: str) -> bool:
         # a compiler cache's Python source is whoever wrote it: the caches hold binaries, never .py files
@@ -307,6 +314,13 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
         return bool(path) and not _made_up(path) and not path.startswith(roots)
 
     def hook(event: str, args: tuple) -> None:
+        if event in ("sys.setprofile", "sys.settrace") and state["sealed"] is not None and get_ident() == main_ident:
+            # whoever asks: a finalizer (weakref.finalize(obj, sys.setprofile, None)) run on this thread has only
+            # the standard library and the harness beneath it, which the walk below would take for the library's
+            frame = trigger()
+            if frame is NO_CALLER or frame.f_code is not state["sealed"]:
+                log.add(f"{event}: on the trusted thread")
+                raise Refused(f"kernelgate: {event} on the worker's trusted thread (audit hook); see README 'Security'")
         if event == "open":
             if args and _memory_file(args[0]):
                 log.add(f"open: ...{str(args[0])[-60:]}")
@@ -357,87 +371,9 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
             raise Refused(f"kernelgate: {event} is not allowed in candidate code (audit hook); see README 'Security'")
 
     sys.addaudithook(hook)
-    log.guards = _thread_guard(roots, exempt_roots, own)
+    log.guards = trusted_thread.guards(roots, exempt_roots, own)
+    log.state = state
     return log
-
-
-EXIT_TRUSTED_THREAD = 71
-"""A worker's exit code when candidate code ran on its trusted thread (:func:`_thread_guard`)."""
-
-
-def _thread_guard(roots: tuple[str, ...], exempt_roots: tuple[str, ...], own: dict):
-    """The trusted (main) thread's guard: the first call of candidate code there ends the process at once, with
-    :data:`EXIT_TRUSTED_THREAD` and a line on stderr naming the code. Returns (a ``sys.setprofile`` function, a
-    ``sys.monitoring`` PY_START/PY_RESUME callback); :func:`arm` installs one of them.
-
-    Candidate code runs only on the candidate's thread. It can still be *called* from the trusted one: harness
-    classes are reachable (``object.__subclasses__()``), and a method, builtin or standard-library function the
-    worker's loop calls, replaced for a moment and put back before the identity check
-    (:mod:`harness.execute.tamper`), runs there; so do a garbage-collector callback, a finalizer, an exception's
-    ``__str__``. Bug it stops: a forward that did no work replaced ``Worker.handoff`` with a wrapper that computed
-    the right output of the call about to be checked, put the method back, and was PASSED (session 16).
-
-    Everything it uses is bound here, in its closure (reachable only through the interpreter's profiler or
-    monitoring slots), so a replaced builtin is not called from inside it; candidate code is told by file name and
-    by code identity (:func:`install`'s ``own``)."""
-    write, exit_, ident, get_ident = os.write, os._exit, id, threading.get_ident
-    main = get_ident()
-    disable = getattr(getattr(sys, "monitoring", None), "DISABLE", None)
-
-    def theirs(code) -> bool:
-        name = code.co_filename
-        return (name.startswith(roots) and (name.endswith(".py") or not name.startswith(exempt_roots))) \
-            or ident(code) in own
-
-    def alarm(code) -> None:
-        try:
-            write(2, b"kernelgate: candidate code ran on the worker's trusted thread: "
-                  + code.co_qualname.encode(errors="replace") + b" ("
-                  + code.co_filename.encode(errors="replace") + b")\n")
-        finally:
-            exit_(EXIT_TRUSTED_THREAD)
-
-    def profile(frame, event, arg):
-        if event == "call" and get_ident() == main and theirs(frame.f_code):
-            alarm(frame.f_code)
-
-    def started(code, offset):
-        if not theirs(code):
-            return disable  # library and harness code: never asked about again, on any thread
-        if get_ident() == main:
-            alarm(code)
-        return None
-    return profile, started
-
-
-def arm(log: AuditLog) -> str:
-    """Arm the trusted-thread guard of :func:`install` on the calling thread (the worker's main thread); returns
-    how. Python 3.12 instruments every thread's code for ``sys.setprofile`` (the candidate's thread ran its
-    launches at half speed on the H200, and the suite took twice as long): there, a ``sys.monitoring`` tool sees
-    each function start instead, library code is switched off after its first start, and ``sys.monitoring`` is
-    then removed from ``sys`` so that candidate code cannot switch the tool off. Before 3.12 a profile function
-    on this thread costs the other threads nothing."""
-    profile, started = log.guards
-    mon = getattr(sys, "monitoring", None)
-    if mon is None:
-        sys.setprofile(profile)
-        log.disarm = lambda: sys.setprofile(None)
-        return "sys.setprofile"
-    for tool in (4, 3, 5, 1, 0, 2):
-        try:
-            mon.use_tool_id(tool, "kernelgate")
-        except ValueError:
-            continue
-        events = mon.events.PY_START | mon.events.PY_RESUME
-        mon.register_callback(tool, mon.events.PY_START, started)
-        mon.register_callback(tool, mon.events.PY_RESUME, started)
-        mon.set_events(tool, events)
-        log.disarm = lambda: mon.set_events(tool, 0)
-        del sys.monitoring
-        return f"sys.monitoring tool {tool}"
-    sys.setprofile(profile)
-    log.disarm = lambda: sys.setprofile(None)
-    return "sys.setprofile (no free sys.monitoring tool)"
 
 
 def _memory_file(path: object) -> bool:

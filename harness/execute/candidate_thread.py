@@ -82,8 +82,9 @@ def run_all(fn: Callable, calls: list) -> tuple[list, BaseException | None]:
     return outs, None
 
 
-def forward(model: Any, inputs: list, seed: int | None) -> Any:
-    """One forward of ``model`` without autograd (run on the candidate's thread).
+def forward(model: Any, inputs: list, seed: int | None) -> list:
+    """One forward of ``model`` without autograd (run on the candidate's thread), its outputs as a plain list
+    (:func:`harness.execute.inputs.flatten_outputs`'s rule: a tuple or list is flattened one level).
 
     ``seed`` seeds torch's generator right before the forward, as the checker
     does before the reference's: a training-mode forward that draws random
@@ -94,4 +95,9 @@ def forward(model: Any, inputs: list, seed: int | None) -> Any:
     if seed is not None:
         torch.manual_seed(seed)
     with torch.no_grad():
-        return model(*inputs)
+        out = model(*inputs)
+    # flattened here, and the candidate's own container dropped on this thread: the worker's trusted thread then
+    # never frees it. Exploit it stops: a list subclass with a weakref.finalize whose callback (the library's
+    # gelu.out, a C function) filled the output when the trusted thread dropped the list, after the call's clock
+    # (session 16's second red-team round)
+    return list(out) if isinstance(out, (tuple, list)) else [out]

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from harness.execute import protocol as P
-from harness.execute.audit import EXIT_TRUSTED_THREAD
+from harness.execute.trusted_thread import EXIT_TRUSTED_THREAD
 from harness.execute.channel import ChannelError, Endpoint, send_raw_json
 from harness.execute.checker_client import CheckerDied
 from harness.execute.inputs import round_seed

@@ -143,12 +143,12 @@ class Worker:
 
     # ------------------------------------------------------------------ life
     def run(self) -> None:
-        from harness.execute import audit
+        from harness.execute import audit, trusted_thread
         from harness.execute.tamper import TamperCheck
 
         scratch = Path(self.spec.candidate_path).parent
         self.audit = audit.install((str(scratch),), exempt=tuple(str(scratch / d) for d in CACHE_DIRS))
-        guard = audit.arm(self.audit)  # this thread: candidate code called here ends the worker (audit.py)
+        guard = trusted_thread.arm(self.audit)  # this thread: candidate code called here ends the worker
         self.tamper = TamperCheck()
         self.tamper.snapshot()
         self.tamper.watch("worker", self, COMPONENTS)

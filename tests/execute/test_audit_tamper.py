@@ -159,9 +159,9 @@ def test_candidate_code_called_on_the_trusted_thread_ends_the_worker(tmp_path):
     cand.write_text("def helper(x):\n    return x + 1\n")
     driver = textwrap.dedent(f"""
         import importlib.util, sys, threading
-        from harness.execute import audit
+        from harness.execute import audit, trusted_thread
         log = audit.install(({str(tmp_path)!r},))
-        print("ARMED", audit.arm(log), hasattr(sys, "monitoring"), flush=True)
+        print("ARMED", trusted_thread.arm(log), hasattr(sys, "monitoring"), flush=True)
         spec = importlib.util.spec_from_file_location("cand", {str(cand)!r})
         m = importlib.util.module_from_spec(spec)
         t = threading.Thread(target=spec.loader.exec_module, args=(m,)); t.start(); t.join()
@@ -169,6 +169,13 @@ def test_candidate_code_called_on_the_trusted_thread_ends_the_worker(tmp_path):
         t = threading.Thread(target=lambda: out.append(m.helper(1))); t.start(); t.join()
         print("THREAD", out, flush=True)
         sorted([3, 1, 2], key=lambda v: -v)  # the driver's own code on this thread is not the candidate's
+        import weakref
+        class Box:
+            pass
+        box = Box()
+        weakref.finalize(box, sys.setprofile, None)  # session 16's second red team: a finalizer unsets the guard
+        del box
+        print("LOG", log.take(), flush=True)
         m.helper(2)
         print("NOT CAUGHT", flush=True)
     """)
@@ -176,9 +183,10 @@ def test_candidate_code_called_on_the_trusted_thread_ends_the_worker(tmp_path):
     script.write_text(driver)
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
-    from harness.execute.audit import EXIT_TRUSTED_THREAD
+    from harness.execute.trusted_thread import EXIT_TRUSTED_THREAD
 
     assert proc.returncode == EXIT_TRUSTED_THREAD, (proc.returncode, proc.stdout, proc.stderr[-2000:])
     assert "THREAD [2]" in proc.stdout and "NOT CAUGHT" not in proc.stdout, proc.stdout
     assert "ARMED" in proc.stdout and proc.stdout.split("ARMED", 1)[1].split("\n")[0].endswith("False")
     assert "trusted thread: helper" in proc.stderr, proc.stderr
+    assert "LOG ('sys.setprofile: on the trusted thread',)" in proc.stdout, proc.stdout

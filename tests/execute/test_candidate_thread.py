@@ -12,7 +12,7 @@ import weakref
 
 import pytest
 
-from harness.execute.candidate_thread import CandidateThread, forward, run_all
+from harness.execute.candidate_thread import THREAD_NAME, CandidateThread, forward, run_all
 
 
 class Blob:
@@ -72,5 +72,29 @@ def test_the_arguments_of_a_failed_request_go_with_its_exception(thread):
 def test_forward_runs_the_model_without_autograd(thread):
     torch = pytest.importorskip("torch")
     w = torch.ones(3, requires_grad=True)
-    out = thread.run(forward, lambda x: x * w, [torch.ones(3)], 0)
+    (out,) = thread.run(forward, lambda x: x * w, [torch.ones(3)], 0)
     assert not out.requires_grad
+
+
+def test_forward_frees_the_candidates_container_on_its_own_thread(thread):
+    """The candidate's result comes back as a plain list; its own container (here a list subclass with a
+    finalizer) is freed on the candidate's thread, inside the call. Exploit it stops: the trusted thread freed it
+    after the call's clock, and the finalizer (a C function) did the forward's work there
+    (exploits/gelu__finalizer_fills_output.py)."""
+    import threading
+    import weakref
+
+    torch = pytest.importorskip("torch")
+    freed_on = []
+
+    class Outs(list):
+        pass
+
+    def model(x):
+        res = Outs([x + 1])
+        weakref.finalize(res, lambda: freed_on.append(threading.current_thread().name))
+        return res
+
+    out = thread.run(forward, model, [torch.ones(2)], None)
+    assert type(out) is list and torch.equal(out[0], torch.full((2,), 2.0))
+    assert freed_on == [THREAD_NAME], freed_on
