@@ -152,7 +152,7 @@ def test_code_the_interpreter_would_run_on_the_trusted_thread_is_refused_or_repo
 
 
 def test_candidate_code_called_on_the_trusted_thread_ends_the_worker(tmp_path):
-    """The trusted thread's guard (audit.arm): candidate code may run on its own thread, never on the main one.
+    """The trusted thread's guard (trusted_thread.arm): candidate code may run on its own thread, never on the main one.
     Exploit it stops: a harness method (or builtin) replaced for a moment ran the candidate's code on the worker's
     main thread at hand-off time (exploits/gelu__harness_method_lazy.py, silu__harness_builtin_lazy.py)."""
     cand = tmp_path / "cand.py"
