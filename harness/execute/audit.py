@@ -71,7 +71,7 @@ DIRECT = frozenset({
     "function.__new__", "object.__getattr__", "object.__setattr__", "object.__delattr__", "sys.addaudithook",
     "sys.monitoring.register_callback",
 })
-MEDIATED_PREFIXES = ("ctypes.", "subprocess.", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
+MEDIATED_PREFIXES = ("ctypes.", "subprocess.", "_posixsubprocess.", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
                      "os.forkpty", "os.kill", "os.killpg", "pty.spawn", "socket.", "cffi")
 FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back", "f_globals", "f_locals"})
 GUARDED_ATTRS = FRAME_ATTRS | {"__code__", "__globals__", "__closure__", "gi_code", "cr_code", "ag_code", "f_code"}
@@ -89,7 +89,7 @@ HARNESS_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.
 """The harness package's folder: a thread whose stack has its code is the harness's (the candidate thread's
 loop), not one the candidate started."""
 PROCESS_OPS = {
-    "subprocess.Popen": ("Popen",), "os.system": ("system",), "os.fork": ("fork",), "os.forkpty": ("forkpty",),
+    "subprocess.Popen": ("Popen",), "_posixsubprocess.fork_exec": ("fork_exec",), "os.system": ("system",), "os.fork": ("fork",), "os.forkpty": ("forkpty",),
     "os.kill": ("kill",), "os.killpg": ("killpg",), "pty.spawn": ("spawn",),
     "os.exec": ("execv", "execve", "execl", "execle", "execlp", "execlpe", "execvp", "execvpe"),
     "os.posix_spawn": ("posix_spawn", "posix_spawnp"),
@@ -184,9 +184,11 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
     getframe = sys._getframe
     get_ident = threading.get_ident
     main_ident = get_ident()
-    state = {"sealed": None}
+    state: dict = {"sealed": None, "transparent": set()}
     """Once the trusted thread's guard is armed (:func:`harness.execute.trusted_thread.arm`), the code object of
-    its ``disarm``: the only code allowed to change that thread's profiler or tracer."""
+    its ``disarm``: the only code allowed to change that thread's profiler or tracer. ``transparent``: code objects
+    the walk passes over, as it does the standard library's (:mod:`harness.execute.spawn`'s wrapper)."""
+    transparent = state["transparent"]
 
     def is_candidate(filename: str) -> bool:
         # a compiler cache's Python source is whoever wrote it: the caches hold binaries, never .py files
@@ -228,6 +230,9 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
         passed = harness = False
         while frame is not None:
             code = frame.f_code
+            if code in transparent:
+                frame = frame.f_back
+                continue
             if id(code) in own:
                 return True
             name = code.co_filename
@@ -277,7 +282,7 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
                     return False
                 return owner(frame, imports=True, ops=ops, mediators=mediators)  # handed the operation, or an import
             return ops is not None and owner(frame, ops=ops, mediators=mediators)
-        return owner(frame, ops=ops, mediators=mediators)
+        return owner(frame, imports=event == "import", ops=ops, mediators=mediators)  # a module importing it: its own
 
     def borrowed_name(event: str, args: tuple) -> str | None:
         """For a code event made by the standard library (or by made-up code) while candidate code is on the
@@ -353,6 +358,8 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
         elif event.startswith(MEDIATED_PREFIXES) or (event == "import" and args and str(args[0]).split(".")[0]
                                                       in ("ctypes", "_ctypes", "cffi", "_cffi_backend")):
             direct = False
+        elif event == "import" and args and str(args[0]) == "_posixsubprocess":
+            direct, ops = False, ("_posixsubprocess",)  # a fresh copy of the real fork_exec (harness.execute.spawn)
         else:
             return
         if getattr(guard, "busy", False):

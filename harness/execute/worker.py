@@ -143,11 +143,12 @@ class Worker:
 
     # ------------------------------------------------------------------ life
     def run(self) -> None:
-        from harness.execute import audit, trusted_thread
+        from harness.execute import audit, spawn, trusted_thread
         from harness.execute.tamper import TamperCheck
 
         scratch = Path(self.spec.candidate_path).parent
         self.audit = audit.install((str(scratch),), exempt=tuple(str(scratch / d) for d in CACHE_DIRS))
+        spawn.install(self.audit.state["transparent"])  # fork_exec raises an audit event too (spawn.py)
         guard = trusted_thread.arm(self.audit)  # this thread: candidate code called here ends the worker
         self.tamper = TamperCheck()
         self.tamper.snapshot()

@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _run(tmp_path: Path, candidate: str, after: str = "") -> tuple[str, list[str]]:
+def _run(tmp_path: Path, candidate: str, after: str = "", before: str = "") -> tuple[str, list[str]]:
     """Install the hooks for ``tmp_path``, import ``candidate`` from there, run ``after`` (trusted driver code,
     ``m`` is the module); (the candidate's RESULT, or what ``after`` printed as RESULT; the audit log)."""
     cand = tmp_path / "cand.py"
@@ -24,6 +24,7 @@ def _run(tmp_path: Path, candidate: str, after: str = "") -> tuple[str, list[str
         import importlib.util, sys
         from harness.execute import audit
         log = audit.install(({str(tmp_path)!r},), exempt=({str(tmp_path / "triton-cache")!r},))
+    """) + textwrap.dedent(before) + textwrap.dedent(f"""
         spec = importlib.util.spec_from_file_location("cand", {str(cand)!r})
         m = sys.modules["cand"] = importlib.util.module_from_spec(spec)
         try:
@@ -335,3 +336,54 @@ def test_a_library_that_names_the_operation_still_owns_it(tmp_path):
     ''')
     assert result == "(0, True, [], 'f', True, [0])", (result, log)
     assert log == [], log
+
+
+def test_the_c_function_that_forks_is_audited_like_popen(tmp_path):
+    """Session 16's red team: ``_posixsubprocess.fork_exec`` raises no audit event (CPython audits Popen above it),
+    so a candidate that called it started processes the hooks never saw. harness.execute.spawn puts an audited
+    wrapper in its place; a library's subprocess.run through it is still the library's."""
+    lib = tmp_path.parent / f"{tmp_path.name}_lib"
+    lib.mkdir()
+    (lib / "kg_spawning_lib.py").write_text(textwrap.dedent('''
+        import ctypes.util, subprocess, threading
+        def procs():
+            return subprocess.run(["true"]).returncode
+        def many():
+            out = []
+            ts = [threading.Thread(target=lambda: out.append(procs())) for _ in range(4)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            return sorted(out)
+        def find():
+            return ctypes.util.find_library("c") is not None
+    '''))
+    result, log = _run(tmp_path, f'''
+        import importlib, importlib.util, subprocess, sys
+        sys.path.insert(0, {str(lib)!r})
+        import kg_spawning_lib as L
+        tried = {{"library": (L.procs(), L.many(), L.find())}}
+        def attempt(what, fn):
+            try:
+                fn()
+                tried[what] = "allowed"
+            except Exception as exc:
+                tried[what] = "refused" if "audit hook" in str(exc) else type(exc).__name__
+        attempt("subprocess._fork_exec", lambda: subprocess._fork_exec())
+        attempt("module.fork_exec", lambda: importlib.import_module("_posix" + "subprocess").fork_exec())
+        def fresh_copy():
+            spec = importlib.util.find_spec("os")
+            import os
+            path = [p for p in sys.path if p.endswith("lib-dynload")][0]
+            name = [n for n in os.listdir(path) if n.startswith("_posixsubprocess")][0]
+            s = importlib.util.spec_from_file_location("_posixsubprocess", os.path.join(path, name))
+            m = importlib.util.module_from_spec(s)
+            m.fork_exec()
+        attempt("fresh_copy", fresh_copy)
+        RESULT = tried
+    ''', before="from harness.execute import spawn\nspawn.install(log.state['transparent'])\n")
+    assert result == ("{'library': (0, [0, 0, 0, 0], True), 'subprocess._fork_exec': 'refused', "
+                      "'module.fork_exec': 'refused', 'fresh_copy': 'refused'}"), (result, log)
+    assert any(item.startswith("_posixsubprocess.fork_exec") for item in log), log
+    assert any(item.startswith("import: _posixsubprocess") for item in log), log

@@ -138,3 +138,11 @@ def test_the_workers_own_memory_file_is_refused_through_a_link(hostile_run):
     _, results, _ = hostile_run
     rec = next(r for r in results if r.candidate == "hostile/gelu__write_own_memory.py")
     assert rec.evidence["mechanism"] == "audit_hook" and "innocent.bin" in rec.error.message, rec.error.message
+
+
+def test_the_unaudited_fork_function_is_audited_in_a_worker(hostile_run):
+    """``_posixsubprocess.fork_exec`` raised no audit event, so a candidate that called it started a process the
+    hooks never saw (session 16's red team); harness.execute.spawn wraps it."""
+    _, results, _ = hostile_run
+    rec = next(r for r in results if r.candidate == "hostile/gelu__fork_exec_unaudited.py")
+    assert rec.evidence["mechanism"] == "audit_hook" and "fork_exec" in rec.error.message, rec.error.message
