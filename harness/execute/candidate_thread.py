@@ -92,6 +92,8 @@ def forward(model: Any, inputs: list, seed: int | None) -> list:
     """
     import torch
 
+    from harness.execute.inputs import flatten_outputs
+
     if seed is not None:
         torch.manual_seed(seed)
     with torch.no_grad():
@@ -100,4 +102,4 @@ def forward(model: Any, inputs: list, seed: int | None) -> list:
     # never frees it. Exploit it stops: a list subclass with a weakref.finalize whose callback (the library's
     # gelu.out, a C function) filled the output when the trusted thread dropped the list, after the call's clock
     # (session 16's second red-team round)
-    return list(out) if isinstance(out, (tuple, list)) else [out]
+    return flatten_outputs(out)

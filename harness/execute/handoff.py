@@ -3,7 +3,7 @@
 Two ways, chosen per run (``kernelgate run --handoff``):
 
 * ``file`` (any device): the worker writes its outputs' bytes into its
-  scratch folder (:func:`write_raw`: a JSON header line, then each tensor's
+  scratch folder (:meth:`OutputReader.write`: a JSON header line, then each tensor's
   bytes) and reports their BLAKE2b digest over the channel; the checker
   reads the file only if the digest matches (:func:`read_raw`), so a file
   rewritten after the worker read the memory is a tampered hand-off.

@@ -64,33 +64,35 @@ def guards(roots: tuple[str, ...], exempt_roots: tuple[str, ...], own: dict):
 
 
 def arm(log: Any) -> str:
-    """Arm the trusted-thread guard of an audit log (:func:`harness.execute.audit.install`) on the calling thread (the worker's main thread); returns
-    how. Python 3.12 instruments every thread's code for ``sys.setprofile`` (the candidate's thread ran its
-    launches at half speed on the H200, and the suite took twice as long): there, a ``sys.monitoring`` tool sees
-    each function start instead, library code is switched off after its first start, and ``sys.monitoring`` is
-    then removed from ``sys`` so that candidate code cannot switch the tool off. Before 3.12 a profile function
-    on this thread costs the other threads nothing."""
+    """Arm the trusted-thread guard of an audit log (:func:`harness.execute.audit.install`) on the calling thread
+    (the worker's main thread); returns how. Python 3.12 instruments every thread's code for ``sys.setprofile``
+    (the candidate's thread ran its launches at half speed on the H200, and the suite took twice as long): there,
+    a ``sys.monitoring`` tool sees each function start instead, library code is switched off after its first
+    start, and ``sys.monitoring`` is then removed from ``sys`` so that candidate code cannot switch the tool off.
+    Before 3.12 a profile function on this thread costs the other threads nothing. Either way, from then on only
+    ``log.disarm`` may change this thread's profiler or tracer (``log.state["sealed"]``, read by the audit hook)."""
     profile, started = log.guards
     mon = getattr(sys, "monitoring", None)
-    if mon is None:
+    tool = next((t for t in (4, 3, 5, 1, 0, 2) if mon is not None and _claim(mon, t)), None)
+    if tool is None:
         sys.setprofile(profile)
         log.disarm = lambda: sys.setprofile(None)
-        log.state["sealed"] = log.disarm.__code__  # from now on only that may change this thread's profiler
-        return "sys.setprofile"
-    for tool in (4, 3, 5, 1, 0, 2):
-        try:
-            mon.use_tool_id(tool, "kernelgate")
-        except ValueError:
-            continue
-        events = mon.events.PY_START | mon.events.PY_RESUME
+        how = "sys.setprofile" if mon is None else "sys.setprofile (no free sys.monitoring tool)"
+    else:
         mon.register_callback(tool, mon.events.PY_START, started)
         mon.register_callback(tool, mon.events.PY_RESUME, started)
-        mon.set_events(tool, events)
+        mon.set_events(tool, mon.events.PY_START | mon.events.PY_RESUME)
         log.disarm = lambda: mon.set_events(tool, 0)
-        log.state["sealed"] = log.disarm.__code__
         del sys.monitoring
-        return f"sys.monitoring tool {tool}"
-    sys.setprofile(profile)
-    log.disarm = lambda: sys.setprofile(None)
+        how = f"sys.monitoring tool {tool}"
     log.state["sealed"] = log.disarm.__code__
-    return "sys.setprofile (no free sys.monitoring tool)"
+    return how
+
+
+def _claim(mon: Any, tool: int) -> bool:
+    """Whether ``sys.monitoring`` tool id ``tool`` was free and is now KernelGate's."""
+    try:
+        mon.use_tool_id(tool, "kernelgate")
+    except ValueError:
+        return False
+    return True
