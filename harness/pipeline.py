@@ -3,7 +3,7 @@
 :func:`run_evaluation` does the trusted, cheap work in this process (reading
 each candidate's bytes once, static anti-cheat and defect scans on those
 bytes, resume bookkeeping, ordering) and hands the tasks to an executor
-(:class:`harness.execute.local.LocalExecutor`, or the Ray executor), which
+(:class:`harness.execute.parent.local.LocalExecutor`, or the Ray executor), which
 runs every candidate in its own worker process. Records are written here, by
 this process only, as tasks finish. Nothing under ``harness/execute/``
 imports this module.
@@ -24,8 +24,8 @@ from typing import Any, Callable
 
 from harness import astparse
 from harness.candidates.discover import Candidate, discover
-from harness.execute.options import RunOptions
-from harness.execute.task import Task
+from harness.execute.parent.options import RunOptions
+from harness.execute.parent.task import Task
 from harness.problems.loader import Problem, Workload
 from harness.problems.registry import Registry
 from harness.records import EnvSnapshot, ErrorInfo, JobResult, Status
@@ -53,12 +53,12 @@ class EvalRequest:
     shard: tuple[int, int] | None = None
     """(k, n): take only the k-th of n stable shares of the candidates (1-based k)."""
     executor: str = "local"
-    """``local``: this machine's devices; ``ray``: one Ray task per candidate (:mod:`harness.execute.ray_executor`)."""
+    """``local``: this machine's devices; ``ray``: one Ray task per candidate (:mod:`harness.execute.parent.ray_executor`)."""
     ray_address: str | None = None
     """With ``executor="ray"``, passed to ``ray.init``: None ($RAY_ADDRESS, a cluster started on
     this machine, else a new private one), ``auto`` (an existing cluster only) or HOST:PORT."""
     keeper: Any = None
-    """With ``executor="local"``: a :class:`harness.execute.local.KeptExecutor` whose executor serves this run
+    """With ``executor="local"``: a :class:`harness.execute.parent.local.KeptExecutor` whose executor serves this run
     and stays up after it (a service lane's); None: the run starts and stops its own."""
     extra_workloads: dict = field(default_factory=dict)
     """Problem id -> extra (secret) workloads to evaluate beside the selected public ones."""
@@ -273,12 +273,12 @@ def run_evaluation(req: EvalRequest) -> RunOutcome:
         return outcome
     kept = False
     if req.executor == "ray":
-        from harness.execute.ray_executor import RayExecutor
+        from harness.execute.parent.ray_executor import RayExecutor
 
         executor: Any = RayExecutor(opts, req.env, run_id, ceilings=req.ceilings, thresholds=thresholds,
                                     address=req.ray_address, progress=req.progress)
     else:
-        from harness.execute.local import LocalExecutor
+        from harness.execute.parent.local import LocalExecutor
 
         local = dict(problem_paths=sorted({t.problem.path.resolve() for t in tasks}), expected_tasks=len(tasks),
                      screen_for=screen_for(req.ceilings, thresholds))
@@ -336,7 +336,7 @@ def _interrupted(stop: threading.Event, scratch_root: Path | None, run_id: str) 
     """Ctrl-C or SIGTERM: pull no more tasks, kill every process this run started, remove its scratch."""
     import shutil
 
-    from harness.execute.process import kill_all, run_tag
+    from harness.execute.parent.process import kill_all, run_tag
 
     stop.set()
     kill_all()

@@ -2,7 +2,7 @@
 
     python tools/pair_costs.py RUN_DIR [RUN_DIR ...]
 
-Reads ``phase_s`` of each record (written by ``harness.execute.timing_phase``): per pair of calls, the
+Reads ``phase_s`` of each record (written by ``harness.execute.parent.timing_phase``): per pair of calls, the
 parent's round trip to the worker (``call rt``) and to the checker (``lib rt``), and inside them what each
 side reported: making the inputs and poisoning the allocator (``prep``), the timed kernel window (``kernel``),
 and the rest of its handler (flush, hold, synchronize, the report). ``hold`` is the GPU sleep both sides

@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 from harness.commands._common import add_problem_args, default_out, did_you_mean, load_registry_from_args, table
-from harness.execute.options import DEFAULTS
+from harness.execute.parent.options import DEFAULTS
 
 EPILOG = """\
 what happens to each candidate:
@@ -133,7 +133,7 @@ def _private_workloads(path: str | None, reg) -> dict:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from harness import env as envmod
-    from harness.execute.options import RunOptions
+    from harness.execute.parent.options import RunOptions
     from harness.measure.timing import TimingConfig
     from harness.pipeline import EvalRequest, run_evaluation
     from harness.score.gates import Thresholds
@@ -160,7 +160,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise SystemExit("kernelgate: error: running candidates executes their code (sandboxed, see README "
                          "'Security'); pass --yes-execute to confirm")
     if args.spawn == "fork" and args.executor == "local":
-        from harness.execute import forkserver
+        from harness.execute.parent import forks as forkserver
 
         forkserver.start_early(device)  # its imports overlap the problems' loading and the calibration's
     reg = load_registry_from_args(args)
@@ -214,7 +214,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if outcome.skipped:
         print(f"{len(outcome.skipped)} candidate(s) already recorded, skipped (--rerun to evaluate again)")
     if opts.spawn == "fork":
-        from harness.execute import forkserver
+        from harness.execute.parent import forks as forkserver
 
         if forkserver.fallbacks():
             print(f"warning: {forkserver.fallbacks()} worker(s) started with exec: the fork server could not fork "

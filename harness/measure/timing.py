@@ -29,7 +29,7 @@ same way::
   left to run, measures that round trip in the same call; the side-stream
   test and device-wide scores use ``tail - idle`` (:func:`choose_windows`).
 * The two sleeps also mark the forward's kernels for the profiler
-  (:mod:`harness.execute.profiling`).
+  (:mod:`harness.execute.shared.profiling`).
 * Everything a worker measures is the candidate's claim: the parent checks it
   against its own wall clock over batches of calls (:mod:`harness.score.clock`).
 * The clock objects are captured when a :class:`DeviceTimer` is built, which

@@ -32,7 +32,7 @@ class LintIssue:
 def lint_problem(problem: Problem, *, workload: str | None = None) -> list[LintIssue]:
     import torch
 
-    from harness.execute.inputs import flatten_outputs, make_inputs, make_reference_model
+    from harness.execute.shared.inputs import flatten_outputs, make_inputs, make_reference_model
     from harness.score.correctness import compare_outputs
 
     issues: list[LintIssue] = []

@@ -62,7 +62,7 @@ def prompt_context(problem: Problem, dsl: str, *, feedback: JobResult | Sequence
         "intensity": _fmt(w.flops / w.min_bytes if w.min_bytes else None), "atol": f"{w.atol:g}", "rtol": f"{w.rtol:g}",
         "tf32": "yes" if w.allow_tf32 else "no", "timed": w.is_gpu, "smoke": w.is_smoke,
     } for w in problem.workloads]
-    from harness.execute.inputs import N_ROUNDS_MIN, ROUND_TRANSFORMS
+    from harness.execute.shared.inputs import N_ROUNDS_MIN, ROUND_TRANSFORMS
     from harness.score.gates import HACK_U_ROOF, Thresholds
 
     return {

@@ -1,6 +1,6 @@
 """From facts to statuses: pure functions, no processes, no I/O.
 
-The session (:mod:`harness.execute.session`) collects facts -- the worker's
+The session (:mod:`harness.execute.parent.session`) collects facts -- the worker's
 claims and the trusted checker's findings -- and asks these functions what
 they mean. Each returns ``None`` (nothing wrong) or a :class:`Failure`.
 Keeping them here means every rule can be tested with plain values, and the
@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.execute import protocol as P
+from harness.execute.wire import protocol as P
 from harness.records import Status
 
 IDENTICAL_MIN = 0.9999

@@ -12,7 +12,7 @@ A lane starts its next batch once every task of the running one has begun
 (the engine's ``on_drained``): the two runs overlap in the first's tail, so
 the GPU is not left idle while the last candidates of one batch finish and
 the first of the next compile. At most two runs per lane at once, and they
-share the lane's kept executor (:class:`harness.execute.local.KeptExecutor`):
+share the lane's kept executor (:class:`harness.execute.parent.local.KeptExecutor`):
 one device gate (timing stays exclusive across both runs), one memory
 admission, one set of job slots. Two executors on one GPU would time each
 other's kernels, so a run that cannot share it waits for it. (Ray lanes
@@ -49,7 +49,7 @@ BATCH_MAX = 128
 """Most tasks in one engine run of one lane (``kernelgate serve --batch-max``). Each run fills and drains its
 pipeline (its first records wait for a build, the correctness rounds and the GPU gate; its last ones leave jobs
 idle): session 10's H200 load test had 10-13 s between runs of 64, each 34-40 s long (part of it the pools' warm-ups,
-see harness.execute.local.KeptExecutor), so a burst is run in fewer, longer runs. The cost: a task queued while its
+see harness.execute.parent.local.KeptExecutor), so a burst is run in fewer, longer runs. The cost: a task queued while its
 lane runs waits for that run to end."""
 
 

@@ -17,7 +17,7 @@ call the engine only through this module. Each :meth:`Engine.run` is one
 and worker pool and stops them at the end (on the H200 host 15-22 s between
 the service's batches, session 9). With ``EngineConfig.keep_executor`` (the
 service's lanes) the checkers, pre-started workers and device gate are kept
-between runs (:class:`harness.execute.local.KeptExecutor`) and stopped by
+between runs (:class:`harness.execute.parent.local.KeptExecutor`) and stopped by
 :meth:`Engine.close`.
 """
 
@@ -105,10 +105,10 @@ class EngineConfig:
     timing_timeout_s: float = 300.0
     prestart: bool = True
     spawn: str = "fork"
-    """``fork`` (workers forked from a fork server) or ``exec``: :attr:`harness.execute.options.RunOptions.spawn`."""
+    """``fork`` (workers forked from a fork server) or ``exec``: :attr:`harness.execute.parent.options.RunOptions.spawn`."""
     keep_executor: bool = False
     """With ``executor="local"``: keep the checkers and pre-started workers up between runs (a service lane;
-    :class:`harness.execute.local.KeptExecutor`), in ``scratch_root/kept``, until :meth:`Engine.close`."""
+    :class:`harness.execute.parent.local.KeptExecutor`), in ``scratch_root/kept``, until :meth:`Engine.close`."""
     problem_paths: tuple[Path, ...] = ()
     """With ``keep_executor``: the problem files the kept executor's pre-started workers are sandboxed for from its
     first run on (the service's registry), so a later batch with other problems shares it instead of replacing it
@@ -263,7 +263,7 @@ class Engine:
             return None
         with self._lock:
             if self._keeper is None:
-                from harness.execute.local import KeptExecutor
+                from harness.execute.parent.local import KeptExecutor
 
                 self._keeper = KeptExecutor(problem_paths=self.config.problem_paths)
             return self._keeper

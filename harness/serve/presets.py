@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING
 from harness.measure.timing import QUICK
 
 if TYPE_CHECKING:
-    from harness.execute.options import RunOptions
+    from harness.execute.parent.options import RunOptions
     from harness.measure.timing import TimingConfig
 
 N_ROUNDS_MIN = 5
-"""The engine's minimum (harness.execute.inputs.N_ROUNDS_MIN, checked by a test)."""
+"""The engine's minimum (harness.execute.shared.inputs.N_ROUNDS_MIN, checked by a test)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +62,7 @@ class Preset:
 
     def run_options(self, device: str, **options) -> "RunOptions":
         """RunOptions for this preset on ``device``; ``options`` sets the other RunOptions fields."""
-        from harness.execute.options import RunOptions
+        from harness.execute.parent.options import RunOptions
 
         return RunOptions(device=device, rounds=self.rounds, timing=self.timing_config(device), **options)
 

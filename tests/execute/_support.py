@@ -7,10 +7,10 @@ from pathlib import Path
 
 from harness import env as envmod
 from harness.candidates.discover import discover
-from harness.execute.gate import DeviceGate
-from harness.execute.memory import DeviceMemory
-from harness.execute.options import RunOptions
-from harness.execute.task import DeviceContext, Task
+from harness.execute.parent.gate import DeviceGate
+from harness.execute.parent.memory import DeviceMemory
+from harness.execute.parent.options import RunOptions
+from harness.execute.parent.task import DeviceContext, Task
 from harness.problems.registry import load_registry
 
 FIXTURES = Path(__file__).parent / "fixtures"

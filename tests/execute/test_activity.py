@@ -1,4 +1,4 @@
-"""The log of neighbours' GPU work outside the gate (harness.execute.activity): intervals and their overlap."""
+"""The log of neighbours' GPU work outside the gate (harness.execute.parent.activity): intervals and their overlap."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from harness.execute import activity as act
-from harness.execute.activity import DeviceActivity, Overlap, describe
+from harness.execute.parent import activity as act
+from harness.execute.parent.activity import DeviceActivity, Overlap, describe
 
 
 @pytest.fixture

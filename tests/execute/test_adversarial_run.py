@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness import env as envmod
-from harness.execute.options import RunOptions
+from harness.execute.parent.options import RunOptions
 from harness.measure.timing import TimingConfig
 from harness.pipeline import EvalRequest, evaluate
 from harness.problems.registry import load_registry
@@ -77,7 +77,7 @@ def test_good_candidate_is_timed_on_cpu_and_labelled(run_results):
     parts = {k: good.phase_s[k] for k in ("forward_s", "handoff_s", "check_s", "reference_s", "compare_s", "queue_s")}
     assert all(v >= 0 for v in parts.values())
     assert parts["forward_s"] + parts["handoff_s"] + parts["check_s"] <= good.phase_s["correctness_s"] + 0.05
-    # the neighbours' GPU work beside the scored sample set is recorded (harness.execute.activity)
+    # the neighbours' GPU work beside the scored sample set is recorded (harness.execute.parent.activity)
     assert good.phase_s["beside_build_s"] >= 0 and good.phase_s["beside_exit_s"] >= 0
     # the checker's own parts of its reply, as it timed them, fit inside the reply's round trip
     assert 0 < parts["reference_s"] + parts["compare_s"] <= parts["check_s"] + 0.01

@@ -22,7 +22,7 @@ def _run(tmp_path: Path, candidate: str, after: str = "", before: str = "") -> t
     cand.write_text(textwrap.dedent(candidate))
     driver = textwrap.dedent(f"""
         import importlib.util, sys
-        from harness.execute import audit
+        from harness.execute.worker.rules import audit
         log = audit.install(({str(tmp_path)!r},), exempt=({str(tmp_path / "triton-cache")!r},))
     """) + textwrap.dedent(before) + textwrap.dedent(f"""
         spec = importlib.util.spec_from_file_location("cand", {str(cand)!r})
@@ -340,7 +340,7 @@ def test_a_library_that_names_the_operation_still_owns_it(tmp_path):
 
 def test_the_c_function_that_forks_is_audited_like_popen(tmp_path):
     """Session 16's red team: ``_posixsubprocess.fork_exec`` raises no audit event (CPython audits Popen above it),
-    so a candidate that called it started processes the hooks never saw. harness.execute.spawn puts an audited
+    so a candidate that called it started processes the hooks never saw. harness.execute.worker.rules.spawn puts an audited
     wrapper in its place; a library's subprocess.run through it is still the library's."""
     lib = tmp_path.parent / f"{tmp_path.name}_lib"
     lib.mkdir()
@@ -382,7 +382,7 @@ def test_the_c_function_that_forks_is_audited_like_popen(tmp_path):
             m.fork_exec()
         attempt("fresh_copy", fresh_copy)
         RESULT = tried
-    ''', before="from harness.execute import spawn\nspawn.install(log.state['transparent'])\n")
+    ''', before="from harness.execute.worker.rules import spawn\nspawn.install(log.state['transparent'])\n")
     assert result == ("{'library': (0, [0, 0, 0, 0], True), 'subprocess._fork_exec': 'refused', "
                       "'module.fork_exec': 'refused', 'fresh_copy': 'refused'}"), (result, log)
     assert any(item.startswith("_posixsubprocess.fork_exec") for item in log), log

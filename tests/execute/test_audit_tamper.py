@@ -16,7 +16,8 @@ def _run(tmp_path: Path, candidate: str) -> str:
     cand.write_text(textwrap.dedent(candidate))
     driver = textwrap.dedent(f"""
         import importlib.util, sys
-        from harness.execute import audit, tamper
+        from harness.execute.worker.rules import audit
+        from harness.execute.worker.rules import tamper
         import torch
         check = tamper.TamperCheck(); check.snapshot()
         log = audit.install(({str(tmp_path)!r},))
@@ -100,8 +101,8 @@ def test_a_swapped_worker_component_is_noticed():
     with a copy whose recorder saw nothing; the worker's own components are compared like modules' entries."""
     from types import SimpleNamespace
 
-    from harness.execute import worker as worker_mod
-    from harness.execute.tamper import TamperCheck
+    from harness.execute.worker import main as worker_mod
+    from harness.execute.worker.rules.tamper import TamperCheck
 
     w = SimpleNamespace(**{n: object() for n in worker_mod.COMPONENTS}, calls_in_window=0)
     check = TamperCheck()
@@ -117,7 +118,7 @@ def test_the_worker_watches_every_component_it_sets_up():
     import ast
     import inspect
 
-    from harness.execute import worker as worker_mod
+    from harness.execute.worker import main as worker_mod
 
     tree = ast.parse(inspect.getsource(worker_mod.Worker.__init__).lstrip())
     bound = {t.attr for node in ast.walk(tree) if isinstance(node, ast.Assign) for target in node.targets
@@ -159,7 +160,8 @@ def test_candidate_code_called_on_the_trusted_thread_ends_the_worker(tmp_path):
     cand.write_text("def helper(x):\n    return x + 1\n")
     driver = textwrap.dedent(f"""
         import importlib.util, sys, threading
-        from harness.execute import audit, trusted_thread
+        from harness.execute.worker.rules import audit
+        from harness.execute.worker.rules import trusted_thread
         log = audit.install(({str(tmp_path)!r},))
         print("ARMED", trusted_thread.arm(log), hasattr(sys, "monitoring"), flush=True)
         spec = importlib.util.spec_from_file_location("cand", {str(cand)!r})
@@ -183,7 +185,7 @@ def test_candidate_code_called_on_the_trusted_thread_ends_the_worker(tmp_path):
     script.write_text(driver)
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
-    from harness.execute.trusted_thread import EXIT_TRUSTED_THREAD
+    from harness.execute.worker.rules.trusted_thread import EXIT_TRUSTED_THREAD
 
     assert proc.returncode == EXIT_TRUSTED_THREAD, (proc.returncode, proc.stdout, proc.stderr[-2000:])
     assert "THREAD [2]" in proc.stdout and "NOT CAUGHT" not in proc.stdout, proc.stdout

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from harness import env as envmod
-from harness.execute.options import RunOptions
+from harness.execute.parent.options import RunOptions
 from harness.measure.timing import TimingConfig
 from harness.pipeline import EvalRequest, evaluate
 from harness.problems.registry import load_registry

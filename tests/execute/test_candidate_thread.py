@@ -12,7 +12,7 @@ import weakref
 
 import pytest
 
-from harness.execute.candidate_thread import THREAD_NAME, CandidateThread, forward, run_all
+from harness.execute.shared.threads import THREAD_NAME, CandidateThread, forward, run_all
 
 
 class Blob:

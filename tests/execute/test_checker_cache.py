@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import torch
 
-from harness.execute import protocol as P
-from harness.execute.checker import _reference
-from harness.execute.checker_client import CheckerPool
-from harness.execute.handoff import OutputReader
+from harness.execute.wire import protocol as P
+from harness.execute.checker.main import _reference
+from harness.execute.parent.checker_client import CheckerPool
+from harness.execute.wire.handoff import OutputReader
 from harness.problems.registry import load_registry
 
 

@@ -1,4 +1,4 @@
-"""The timed pair's cores (harness.execute.cpus): plans, and affinity set on every thread of a live process."""
+"""The timed pair's cores (harness.execute.parent.cpus): plans, and affinity set on every thread of a live process."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from harness.execute.cpus import CpuPlan, plans, set_affinity
+from harness.execute.parent.cpus import CpuPlan, plans, set_affinity
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="no CPU affinity API (not Linux)")
 

@@ -18,7 +18,7 @@ import textwrap
 
 SCRIPT = textwrap.dedent("""
     import torch, triton, triton.language as tl
-    from harness.execute import guards
+    from harness.execute.worker import guards
     guards.install_triton_counter()
 
     @triton.jit

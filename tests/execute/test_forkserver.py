@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.execute import forkserver, zygote
-from harness.execute.pool import prestart_settings
-from harness.execute.options import RunOptions
-from harness.execute.process import WorkerProc, kill_group, make_scratch, spawn_worker, wait_ready
+from harness.execute.parent import forks as forkserver
+from harness.execute.forkserver import server as zygote
+from harness.execute.parent.pool import prestart_settings
+from harness.execute.parent.options import RunOptions
+from harness.execute.parent.process import WorkerProc, kill_group, make_scratch, spawn_worker, wait_ready
 from harness.problems.registry import load_registry
 
 pytestmark = pytest.mark.skipif(not forkserver.supported(), reason="fork servers need Linux pidfds")
@@ -151,7 +152,7 @@ def test_pool_gives_up_forking_when_a_forked_worker_cannot_warm_up(tmp_path, mon
     children, say), every forked worker would fail and the pool would stop starting workers after three; the
     pool instead gives up forking and starts the rest with exec. The broken image is simulated by forking
     workers with an argument they refuse."""
-    from harness.execute.pool import WorkerPool
+    from harness.execute.parent.pool import WorkerPool
 
     real = forkserver.ForkServer.spawn
     monkeypatch.setattr(forkserver.ForkServer, "spawn",

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from harness.execute.gate import DeviceGate
+from harness.execute.parent.gate import DeviceGate
 
 
 def test_shared_holders_bounded_and_exclusive_excludes_everyone():

@@ -69,7 +69,7 @@ def test_profiler_attributes_the_forward_between_the_markers():
     import triton
     import triton.language as tl
 
-    from harness.execute.profiling import KernelProfiler, attribute
+    from harness.execute.shared.profiling import KernelProfiler, attribute
     from harness.measure.timing import DeviceTimer
 
     @triton.jit
@@ -103,7 +103,7 @@ def test_profiler_starts_without_importing_dynamo():
     code = textwrap.dedent("""
         import sys, time, torch
         torch.empty(1, device="cuda")
-        from harness.execute.profiling import KernelProfiler
+        from harness.execute.shared.profiling import KernelProfiler
         t = time.perf_counter()
         prof = KernelProfiler("cuda")
         started = time.perf_counter() - t
@@ -121,11 +121,11 @@ def test_profiler_starts_without_importing_dynamo():
 def test_ipc_bounds_check_with_a_live_exporter(tmp_path):
     """Exploit: a descriptor whose byte range runs past the exported allocation, while the exporter is alive
     (so the open succeeds and the bounds check is what refuses it)."""
-    from harness.execute.handoff import HandoffTampered, import_outputs
+    from harness.execute.wire.handoff import HandoffTampered, import_outputs
 
     exporter = textwrap.dedent("""
         import json, sys, time, torch
-        from harness.execute.handoff import OutputReader
+        from harness.execute.wire.handoff import OutputReader
         t = torch.arange(1024, dtype=torch.float32, device="cuda")
         descs, keep = OutputReader(torch).export([t])
         print(json.dumps(descs), flush=True)
@@ -156,7 +156,7 @@ def _expected(folder: Path) -> dict[str, str]:
 
 def _run(folders: list[Path], tmp_path: Path, tags: tuple[str, ...], jobs: int = 4):
     from harness import env as envmod
-    from harness.execute.options import RunOptions
+    from harness.execute.parent.options import RunOptions
     from harness.measure.calibrate import load_or_measure
     from harness.measure.timing import TimingConfig
     from harness.pipeline import EvalRequest, evaluate
@@ -204,7 +204,7 @@ def test_the_profiler_measures_work_on_another_stream_and_none_on_the_timed_one(
     stream has both counted."""
     import torch
 
-    from harness.execute.profiling import KernelProfiler, attribute
+    from harness.execute.shared.profiling import KernelProfiler, attribute
     from harness.measure.timing import DeviceTimer
 
     timer = DeviceTimer("cuda", 64 << 20)

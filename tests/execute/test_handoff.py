@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.execute.handoff import HandoffTampered, OutputReader, check_descriptors
+from harness.execute.wire.handoff import HandoffTampered, OutputReader, check_descriptors
 
 
 def _desc(**kw):
@@ -67,7 +67,7 @@ def test_export_sends_the_whole_handle_nul_bytes_included(monkeypatch):
 
     import torch
 
-    from harness.execute import handoff
+    from harness.execute.wire import handoff
 
     def get_range(pbase, psize, ptr):
         pbase._obj.value, psize._obj.value = ptr - 16, 1 << 20
@@ -91,8 +91,8 @@ def test_export_sends_the_whole_handle_nul_bytes_included(monkeypatch):
 
 
 def test_checker_fails_a_tampered_descriptor_as_reward_hack():
-    from harness.execute import protocol as P
-    from harness.execute.checker import handle
+    from harness.execute.wire import protocol as P
+    from harness.execute.checker.main import handle
     from harness.problems.registry import load_registry
 
     prob = load_registry().get("gelu")
@@ -117,7 +117,7 @@ def _reader():
 def test_a_file_round_trip_keeps_every_layout(tmp_path):
     """Outputs are read by address with their strides: a transposed view, an offset view, a broadcast (stride 0),
     bf16, bool and an empty tensor come back equal, and contiguous."""
-    from harness.execute.handoff import read_raw
+    from harness.execute.wire.handoff import read_raw
 
     torch, reader = _reader()
     base = torch.randn(6, 5)
@@ -131,7 +131,7 @@ def test_a_file_round_trip_keeps_every_layout(tmp_path):
 
 
 def test_a_file_rewritten_after_the_worker_wrote_it_is_tampered(tmp_path):
-    from harness.execute.handoff import read_raw
+    from harness.execute.wire.handoff import read_raw
 
     torch, reader = _reader()
     path = tmp_path / "out.raw"
@@ -150,7 +150,7 @@ def test_the_read_calls_no_pickle_registry_and_no_python_method(tmp_path):
     The reader takes nothing from a registry or from ``torch.Tensor``'s Python attributes."""
     import copyreg
 
-    from harness.execute.handoff import read_raw
+    from harness.execute.wire.handoff import read_raw
 
     torch, reader = _reader()
     called = []
@@ -176,7 +176,7 @@ def test_the_read_calls_no_pickle_registry_and_no_python_method(tmp_path):
 def test_outputs_that_are_not_plain_tensors_are_not_read(tmp_path):
     """A subclass (its Python methods would run on the worker's trusted thread), a lazy conjugate (its memory is
     not its values) and a sparse tensor are refused, not read."""
-    from harness.execute.handoff import NotPlain
+    from harness.execute.wire.handoff import NotPlain
 
     torch, reader = _reader()
 

@@ -23,7 +23,7 @@ except ImportError:  # run as a script on a machine without pytest
 
 EXPORTER = """
 import json, sys, torch
-from harness.execute.handoff import OutputReader
+from harness.execute.wire.handoff import OutputReader
 torch.manual_seed(0)
 outs = [torch.randn(1000, 333, device="cuda", dtype=torch.bfloat16), torch.arange(7, device="cuda")[2:],
         torch.empty(0, device="cuda"), torch.randn(64, 64, device="cuda").t()]
@@ -34,7 +34,7 @@ sys.stdin.readline()  # keep the memory alive until the importer is done
 
 
 def _roundtrip() -> tuple[list, list, dict]:
-    from harness.execute.handoff import import_outputs
+    from harness.execute.wire.handoff import import_outputs
 
     proc = subprocess.Popen([sys.executable, "-c", EXPORTER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, text=True)
@@ -67,7 +67,7 @@ def test_strided_outputs_keep_their_values():
 
 def test_a_file_hand_off_copies_device_memory_by_address(tmp_path):
     """The fallback when IPC is refused: bytes copied with the driver (cuMemcpyDtoH), strides kept, digest checked."""
-    from harness.execute.handoff import OutputReader, read_raw
+    from harness.execute.wire.handoff import OutputReader, read_raw
 
     base = torch.randn(300, 200, device="cuda")
     outs = [base.t(), base[5:, 7:], torch.randn(11, device="cuda").half()]
@@ -77,7 +77,7 @@ def test_a_file_hand_off_copies_device_memory_by_address(tmp_path):
 
 
 def test_a_range_past_the_allocation_is_refused():
-    from harness.execute.handoff import HandoffError, import_outputs
+    from harness.execute.wire.handoff import HandoffError, import_outputs
 
     _, _, descs = _roundtrip()
     # the exporter is gone: its handle no longer opens, and a forged range never reads

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from harness import env as envmod
-from harness.execute.options import RunOptions
-from harness.execute.process import PROJECT_ROOT
-from harness.execute.sandbox import landlock_abi
+from harness.execute.parent.options import RunOptions
+from harness.execute.parent.process import PROJECT_ROOT
+from harness.execute.boundary.landlock import landlock_abi
 from harness.measure.timing import TimingConfig
 from harness.pipeline import EvalRequest, evaluate
 from harness.problems.registry import load_registry
@@ -106,7 +106,7 @@ def test_forked_children_do_not_survive_the_job(hostile_run):
                                        ("renamed_code_object", "run by other than importlib's loader")])
 def test_code_under_a_borrowed_name_is_refused_by_the_audit_hooks(hostile_run, name, why):
     """Both candidates ran their payload as code named after something other than their file (PASSED, and a
-    sleeper outlived the run, before session 15's rules in harness/execute/audit.py)."""
+    sleeper outlived the run, before session 15's rules in harness/execute/worker/rules/audit.py)."""
     _, results, _ = hostile_run
     rec = next(r for r in results if r.candidate == f"hostile/gelu__{name}.py")
     assert rec.evidence["mechanism"] == "audit_hook" and why in rec.error.message, rec.error.message
@@ -114,7 +114,7 @@ def test_code_under_a_borrowed_name_is_refused_by_the_audit_hooks(hostile_run, n
 
 def test_a_library_handed_the_forbidden_call_is_refused_by_the_audit_hooks(hostile_run):
     """torch's pytree ``tree_map`` called ``gc.get_objects`` and ``os.system`` for the candidate: a library frame
-    owned any event it raised until session 16, when it had to name the operation (harness/execute/audit.py)."""
+    owned any event it raised until session 16, when it had to name the operation (harness/execute/worker/rules/audit.py)."""
     _, results, _ = hostile_run
     rec = next(r for r in results if r.candidate == "hostile/gelu__library_trampoline.py")
     assert rec.evidence["mechanism"] == "audit_hook", rec.error.message
@@ -134,7 +134,7 @@ def test_no_thread_of_a_worker_is_left_unconfined(hostile_run):
 
 def test_the_workers_own_memory_file_is_refused_through_a_link(hostile_run):
     """``/proc/self/task/TID/mem`` lies under the folder Landlock must leave writable; a candidate wrote its own
-    process's bytes through a link to it in its folder until session 16 (harness/execute/audit.py)."""
+    process's bytes through a link to it in its folder until session 16 (harness/execute/worker/rules/audit.py)."""
     _, results, _ = hostile_run
     rec = next(r for r in results if r.candidate == "hostile/gelu__write_own_memory.py")
     assert rec.evidence["mechanism"] == "audit_hook" and "innocent.bin" in rec.error.message, rec.error.message
@@ -142,7 +142,7 @@ def test_the_workers_own_memory_file_is_refused_through_a_link(hostile_run):
 
 def test_the_unaudited_fork_function_is_audited_in_a_worker(hostile_run):
     """``_posixsubprocess.fork_exec`` raised no audit event, so a candidate that called it started a process the
-    hooks never saw (session 16's red team); harness.execute.spawn wraps it."""
+    hooks never saw (session 16's red team); harness.execute.worker.rules.spawn wraps it."""
     _, results, _ = hostile_run
     rec = next(r for r in results if r.candidate == "hostile/gelu__fork_exec_unaudited.py")
     assert rec.evidence["mechanism"] == "audit_hook" and "fork_exec" in rec.error.message, rec.error.message

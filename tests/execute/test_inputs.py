@@ -1,4 +1,4 @@
-"""Inputs made from a seed (harness.execute.inputs): the round's transform and the cast in one pass."""
+"""Inputs made from a seed (harness.execute.shared.inputs): the round's transform and the cast in one pass."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import types
 import pytest
 import torch
 
-from harness.execute.inputs import ROUND_TRANSFORMS, make_inputs
+from harness.execute.shared.inputs import ROUND_TRANSFORMS, make_inputs
 
 
 def _module():

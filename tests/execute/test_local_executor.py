@@ -12,8 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.execute import local as local_mod
-from harness.execute.process import WorkerProc
+from harness.execute.parent import local as local_mod
+from harness.execute.parent.process import WorkerProc
 from harness.records import Status
 
 
@@ -66,7 +66,7 @@ def test_a_retry_that_succeeds_is_the_record_kept(monkeypatch):
 
 
 def test_an_unhealthy_device_still_stops_the_device(monkeypatch):
-    from harness.execute.scheduler import DeviceUnhealthy
+    from harness.execute.parent.scheduler import DeviceUnhealthy
 
     ex, task, _ = _executor(monkeypatch, [DeviceUnhealthy("probe failed", [])])
     with pytest.raises(DeviceUnhealthy):

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.execute.memory import DeviceMemory, device_capacity, estimate
+from harness.execute.parent.memory import DeviceMemory, device_capacity, estimate
 
 
 def _w(in_b, out_b, dtype="float32", params=0):
@@ -65,7 +65,7 @@ def test_a_job_larger_than_the_device_waits_for_the_whole_device_instead_of_bein
 
 
 def test_the_poison_fill_is_bounded():
-    from harness.execute.inputs import POISON_MAX, poison_bytes
+    from harness.execute.shared.inputs import POISON_MAX, poison_bytes
 
     assert poison_bytes(1 << 20) == 2 << 20
     assert poison_bytes(17 << 30) == POISON_MAX  # KernelBench 45_Average_Pooling_2D: 17 GB of input
@@ -107,7 +107,7 @@ def test_a_session_reserves_once_when_the_worker_first_asks_for_the_device_and_o
     never waits for memory; an estimate over the device makes the task alone instead of refused."""
     import dataclasses as dc
 
-    from harness.execute.session import Session
+    from harness.execute.parent.session import Session
 
     @dc.dataclass(frozen=True)
     class T:
@@ -128,7 +128,7 @@ def test_the_library_side_of_the_timed_batch_is_held_apart_once_per_device():
     """Gap it closes: a job's estimate counts its worker's timed batch (up to BATCH_KEEP_BYTES) but not the
     checker's copy (LibBatch: the library's inputs and outputs for the same calls). Only one job holds the GPU
     to be timed at a time, so the device keeps one such batch apart from every reservation."""
-    from harness.execute.memory import BATCH_KEEP_BYTES, CONTEXT_BYTES, fixed_bytes
+    from harness.execute.parent.memory import BATCH_KEEP_BYTES, CONTEXT_BYTES, fixed_bytes
 
     assert fixed_bytes(10, 3, 1 << 30) == 10 * CONTEXT_BYTES + 3 * (1 << 30) + BATCH_KEEP_BYTES
     mem = DeviceMemory(140 << 30, margin=0.1, fixed=fixed_bytes(10, 3, 4 << 30))

@@ -1,8 +1,8 @@
-"""Kernel attribution of a profiler window (harness.execute.profiling.attribute), with synthetic kernels."""
+"""Kernel attribution of a profiler window (harness.execute.shared.profiling.attribute), with synthetic kernels."""
 
 from __future__ import annotations
 
-from harness.execute.profiling import Kernel, attribute
+from harness.execute.shared.profiling import Kernel, attribute
 
 MAIN, SIDE = 7, 9
 

@@ -8,11 +8,11 @@ import os
 
 import pytest
 
-from harness.execute import protocol as P
-from harness.execute.channel import ChannelError, Endpoint, decode, encode
-from harness.execute.inputs import round_seed
-from harness.execute.options import RunOptions
-from harness.execute.session import Session
+from harness.execute.wire import protocol as P
+from harness.execute.wire.channel import ChannelError, Endpoint, decode, encode
+from harness.execute.shared.inputs import round_seed
+from harness.execute.parent.options import RunOptions
+from harness.execute.parent.session import Session
 
 from _support import FIXTURES, device_context, task_for
 

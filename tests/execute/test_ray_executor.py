@@ -34,8 +34,8 @@ import pytest
 ray = pytest.importorskip("ray", reason="the Ray executor's tests need 'ray' (pip install -e '.[dev]')")
 
 from harness import env as envmod  # noqa: E402
-from harness.execute import ray_executor  # noqa: E402
-from harness.execute.options import RunOptions  # noqa: E402
+from harness.execute.parent import ray_executor  # noqa: E402
+from harness.execute.parent.options import RunOptions  # noqa: E402
 from harness.jsonio import read_jsonl  # noqa: E402
 from harness.measure.timing import TimingConfig  # noqa: E402
 from harness.pipeline import EvalRequest, evaluate  # noqa: E402
@@ -74,8 +74,8 @@ def _instrumented(log: Path, kill: Callable[[str, int], bool] = lambda name, att
         if kill(name, log.read_text().splitlines().count(name)):
             os._exit(1)
         if name == raise_runtime:  # this Ray worker process runs one task only, so the patch dies with it
-            from harness.execute import session as runner
-            from harness.execute.scheduler import DeviceUnhealthy
+            from harness.execute.parent import session as runner
+            from harness.execute.parent.scheduler import DeviceUnhealthy
 
             def probe_failed(self):
                 raise DeviceUnhealthy(f"GPU 0 failed its health probe after {self.c.rel_path}; stopping the run")
@@ -191,7 +191,7 @@ def test_unhealthy_gpu_stops_the_run_like_a_local_run(cluster, tmp_path, monkeyp
 
 
 def test_importing_the_executor_does_not_import_ray():
-    code = "import sys, harness.execute.ray_executor, harness.pipeline; assert 'ray' not in sys.modules"
+    code = "import sys, harness.execute.parent.ray_executor, harness.pipeline; assert 'ray' not in sys.modules"
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -21,8 +21,8 @@ import time
 
 import pytest
 
-from harness.execute import reaper
-from harness.execute.process import PROJECT_ROOT, kill_group, popen, wait_briefly
+from harness.execute.parent import reaper
+from harness.execute.parent.process import PROJECT_ROOT, kill_group, popen, wait_briefly
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process trees are read from /proc")
 
@@ -30,7 +30,8 @@ ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(PROJEC
 
 WORKER = """\
 import json, subprocess, sys, time
-from harness.execute import guards, reaper
+from harness.execute.worker import guards
+from harness.execute.parent import reaper
 flag = reaper.set_subreaper() if sys.argv[1] == "1" else False
 subprocess.run(["sh", "-c", "setsid sleep " + sys.argv[2] + " >/dev/null 2>&1 &"], check=True)
 print(json.dumps({"subreaper": flag, "children": sorted(guards.live_children())}), flush=True)
@@ -40,7 +41,7 @@ time.sleep(60)
 
 PARENT = """\
 import subprocess, sys
-from harness.execute import process
+from harness.execute.parent import process
 p = process.popen([sys.executable, "-c", sys.argv[1], "1", sys.argv[2]], stdout=subprocess.PIPE)
 print(p.pid, p.stdout.readline().decode().strip(), flush=True)
 sys.stdin.readline()
@@ -50,7 +51,7 @@ print(process.kill_all(), flush=True)
 
 SERVER = """\
 import os, socket, subprocess, sys
-from harness.execute import zygote
+from harness.execute.forkserver import server as zygote
 
 def child(req, fds, harness):  # a forked worker whose candidate cleared its flag and made an orphan
     in_fd, out_fd = fds[0], fds[1]
@@ -63,7 +64,7 @@ def child(req, fds, harness):  # a forked worker whose candidate cleared its fla
 zygote._child = child
 sys.exit(zygote.serve(socket.socket(fileno=int(sys.argv[1])), os.getppid()))
 """
-"""Plays the fork server (its real loop, :func:`harness.execute.zygote.serve`) with a stand-in for the forked
+"""Plays the fork server (its real loop, :func:`harness.execute.forkserver.server.serve`) with a stand-in for the forked
 worker: argv is the control socket's descriptor and the token."""
 
 
@@ -190,7 +191,7 @@ def test_the_worker_is_a_subreaper_before_it_reads_its_spec():
     """Without the flag in ``worker.main`` (the one entry of workers started with exec and forked ones alike)
     a candidate's orphans leave the worker's tree. The spec never comes here: main returns 3 after its set-up,
     and the flag is already there (it comes before the sandbox, the audit hooks and the candidate)."""
-    code = ("import os\nfrom harness.execute import reaper, worker\nr, w = os.pipe()\nos.close(w)\n"
+    code = ("import os\nfrom harness.execute.parent import reaper\nfrom harness.execute.worker import main as worker\nr, w = os.pipe()\nos.close(w)\n"
             "code = worker.main(['--in-fd', str(r), '--out-fd', '1'])\nprint(code, reaper.is_subreaper())\n")
     out = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["3", "True"], out.stderr[-2000:]

@@ -7,9 +7,9 @@ import types
 
 import pytest
 
-from harness.execute import timing_phase
-from harness.execute.activity import DeviceActivity
-from harness.execute.timing_phase import (MAX_SETS, RESAMPLE_IQR, RESAMPLE_IQR_MS, SET_ID_BASES, TimingPhase,
+from harness.execute.parent import timing_phase
+from harness.execute.parent.activity import DeviceActivity
+from harness.execute.parent.timing_phase import (MAX_SETS, RESAMPLE_IQR, RESAMPLE_IQR_MS, SET_ID_BASES, TimingPhase,
                                            disturbed, relative_iqr)
 from harness.records import Status
 from harness.score import judge
@@ -210,7 +210,7 @@ def test_a_phase_that_ends_on_a_failed_verification_drops_the_checkers_other_kep
     """Leak it stops: the checker keeps the library's output of every call to be verified; when a verification
     failed mid-block, the block's later kept outputs were never verified nor dropped, and stayed in the leased
     checker for the rest of the run (its device memory, beside the jobs admitted on the promise it was free)."""
-    from harness.execute import protocol as P
+    from harness.execute.wire import protocol as P
     from harness.measure.timing import TimingConfig
 
     sent, asked = [], []

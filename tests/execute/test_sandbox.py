@@ -2,7 +2,7 @@
 
 Landlock cannot be undone in the process that applies it, so each check runs
 in a fresh interpreter (``subprocess.run([sys.executable, "-c", code])``) with
-the worker's real environment (:func:`harness.execute.process.scrubbed_env`),
+the worker's real environment (:func:`harness.execute.parent.process.scrubbed_env`),
 its working directory in a scratch folder, and a fake project root beside it
 holding the things a cheating candidate wants: ``runs/results.jsonl``,
 ``leaderboards/``, other submissions. The child exits 0 on success and
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.execute import sandbox
-from harness.execute.process import scrubbed_env
+from harness.execute.boundary import landlock as sandbox
+from harness.execute.parent.process import scrubbed_env
 
 REPO = Path(__file__).resolve().parents[2]
 ABI = sandbox.landlock_abi()
@@ -53,7 +53,7 @@ def run():
 PRELUDE = '''
 import errno, os, sys
 from pathlib import Path
-from harness.execute import sandbox
+from harness.execute.boundary import landlock as sandbox
 
 SCRATCH, ROOT, PROBLEM = Path({scratch!r}), Path({root!r}), Path({problem!r})
 RESULTS = ROOT / "runs" / "results.jsonl"
@@ -418,7 +418,7 @@ def test_unavailable_landlock_is_reported_not_raised(layout, monkeypatch):
 def _limits_child(code: str) -> str:
     """RLIMIT_NPROC set in a child, never in the test process."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-c", "from harness.execute import sandbox\n" + textwrap.dedent(code)],
+    proc = subprocess.run([sys.executable, "-c", "from harness.execute.boundary import landlock as sandbox\n" + textwrap.dedent(code)],
                           capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from harness.execute.scheduler import DeviceUnhealthy, run_pull
+from harness.execute.parent.scheduler import DeviceUnhealthy, run_pull
 
 
 def test_fast_device_takes_more_work_than_slow_one():
@@ -68,9 +68,9 @@ def _faulted_session(monkeypatch, states: list[str]):
     """A Session after a TIMEOUT on 'cuda', with the probe faked (no GPU here): it answers ``states`` in order."""
     from types import SimpleNamespace
 
-    from harness.execute import session as session_mod
-    from harness.execute.gate import DeviceGate
-    from harness.execute.process import ProbeResult
+    from harness.execute.parent import session as session_mod
+    from harness.execute.parent.gate import DeviceGate
+    from harness.execute.parent.process import ProbeResult
     from harness.records import Status
 
     calls = []
@@ -159,7 +159,7 @@ def test_on_drained_is_told_once_when_the_last_task_starts_not_when_it_ends():
     started (here: before the last one, still running, is let finish), and say it only once."""
     import threading
 
-    from harness.execute.scheduler import run_pull
+    from harness.execute.parent.scheduler import run_pull
 
     told: list[float] = []
     release = threading.Event()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 
 from harness import pipeline
-from harness.execute import process
-from harness.execute.process import make_scratch, run_tag
+from harness.execute.parent import process
+from harness.execute.parent.process import make_scratch, run_tag
 
 
 def test_two_runs_of_one_day_get_different_tags():

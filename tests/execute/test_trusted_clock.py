@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import types
 
-from harness.execute.session import Session
-from harness.execute.timing_phase import TimingPhase
+from harness.execute.parent.session import Session
+from harness.execute.parent.timing_phase import TimingPhase
 from harness.records import Status
 from harness.score import judge
 from harness.score.clock import per_call, spread

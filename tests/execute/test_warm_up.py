@@ -1,4 +1,4 @@
-"""A worker's warm-up (harness.execute.warmup.warm_up) on the CPU path, in a fresh interpreter.
+"""A worker's warm-up (harness.execute.worker.warmup.warm_up) on the CPU path, in a fresh interpreter.
 
 Every candidate gets a fresh worker, so each second of warm-up is paid once per candidate: on a 2-core CI
 machine the aten recorder's first use cost 5 s, because torch's dispatch-mode base class wraps
@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_cpu_warm_up_records_aten_ops_without_importing_dynamo():
     code = textwrap.dedent("""
         import sys, torch
-        from harness.execute import guards, warmup
+        from harness.execute.worker import guards
+        from harness.execute.worker import warmup
         warm = warmup.warm_up({"device": "cpu"})
         with torch.no_grad(), guards.AtenRecorder() as rec:
             torch.nn.functional.layer_norm(torch.ones(2, 4), (4,))

@@ -7,10 +7,10 @@ import time
 from pathlib import Path
 
 from harness import env as envmod
-from harness.execute.checker_client import CheckerPool
-from harness.execute.options import RunOptions
-from harness.execute.pool import Demand, WorkerPool
-from harness.execute.session import Session
+from harness.execute.parent.checker_client import CheckerPool
+from harness.execute.parent.options import RunOptions
+from harness.execute.parent.pool import Demand, WorkerPool
+from harness.execute.parent.session import Session
 from harness.measure.timing import TimingConfig
 from harness.pipeline import EvalRequest, evaluate
 from harness.problems.registry import load_registry
@@ -140,7 +140,7 @@ def test_pool_stops_prestarting_after_workers_fail_to_warm(tmp_path):
     """A broken environment (here: settings a worker cannot start with) must not respawn forever; the pool
     gives up after a few failures in a row and take() returns None, so sessions spawn their own workers and
     report the failure on the record."""
-    from harness.execute.pool import MAX_FAILED_STARTS
+    from harness.execute.parent.pool import MAX_FAILED_STARTS
 
     opts = RunOptions(device="cpu", sandbox=False)
     problem = load_registry().get("gelu").path
@@ -162,7 +162,7 @@ def test_pool_stops_prestarting_after_workers_fail_to_warm(tmp_path):
 
 
 def test_warm_line_round_trip_and_garbage():
-    from harness.execute.protocol import parse_warm_line, warm_line
+    from harness.execute.wire.protocol import parse_warm_line, warm_line
 
     assert parse_warm_line(warm_line({"import_s": 1.5, "cuda_s": 0.25})) == {"import_s": 1.5, "cuda_s": 0.25}
     for bad in (b"kernelgate-worker-warm\n", b"hello\n", b"kernelgate-worker-warm [1]\n",
@@ -197,7 +197,7 @@ def test_a_worker_makes_its_gpu_context_only_with_a_background_place_in_the_gate
     pre-started worker stops before that step and waits: while a timing holds the gate exclusively it never
     becomes warm; once the gate is free it does, and its slot is given back. (On the CPU the step is empty; the
     handshake is the same.)"""
-    from harness.execute.gate import DeviceGate
+    from harness.execute.parent.gate import DeviceGate
 
     asked = threading.Event()
 

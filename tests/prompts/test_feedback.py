@@ -22,7 +22,7 @@ ENV = EnvSnapshot(device_kind="cpu", device_name="cpu", device_uuid=None, driver
 SOURCE = "import triton\n\nclass ModelNew:\n    pass\n"
 SHA = hashlib.sha256(SOURCE.encode()).hexdigest()
 TRACEBACK = """Traceback (most recent call last):
-  File "/work/harness/execute/worker.py", line 228, in run
+  File "/work/harness/execute/worker/main.py", line 228, in run
     out = new_model(*inputs)
           ^^^^^^^^^^^^^^^^^^
   File "/usr/lib/python3.11/site-packages/torch/nn/modules/module.py", line 1778, in _wrapped_call_impl

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.execute import protocol as P
+from harness.execute.wire import protocol as P
 from harness.records import Status
 from harness.score import attribution as attr
 from harness.score import judge
@@ -121,7 +121,7 @@ def test_a_library_slowed_by_neighbours_is_rescored_not_blamed():
     nobody is blamed: the record is scored against the quiet library time, so a sabotage that small gains nothing."""
     import types
 
-    from harness.execute.timing_phase import TimingPhase, stats
+    from harness.execute.parent.timing_phase import TimingPhase, stats
 
     assert judge.judge_contention(0.138, 0.062, 0.088, 0.01) is None
     assert judge.slowed(0.138, 0.062, 0.088, 0.01) == pytest.approx(0.138 / 0.088 - 1)

@@ -61,8 +61,8 @@ def test_the_second_run_is_served_by_the_first_runs_processes(tmp_path):
 
 
 def test_a_run_with_other_device_options_gets_another_executor(tmp_path):
-    from harness.execute.local import KeptExecutor
-    from harness.execute.options import RunOptions
+    from harness.execute.parent.local import KeptExecutor
+    from harness.execute.parent.options import RunOptions
     from harness import env as envmod
 
     keeper = KeptExecutor()
@@ -105,8 +105,8 @@ def test_a_run_with_other_device_options_gets_another_executor(tmp_path):
 def test_a_broken_run_closes_the_shared_executor_only_after_the_other_run(tmp_path):
     """An interrupted run (broken) must not kill the processes of the run beside it: the kept executor is closed
     when its last run is released, and nothing rebinds it meanwhile."""
-    from harness.execute.local import KeptExecutor
-    from harness.execute.options import RunOptions
+    from harness.execute.parent.local import KeptExecutor
+    from harness.execute.parent.options import RunOptions
     from harness import env as envmod
 
     keeper = KeptExecutor()
@@ -134,8 +134,8 @@ def test_a_kept_executor_told_the_services_problems_shares_across_them(tmp_path)
     were not sandboxed for, so it waited for the first run and replaced the executor (22 s between the runs,
     a fresh pool and fresh checkers). Told every problem of the service up front, the first executor is
     sandboxed for all of them and a batch of other problems shares it at once."""
-    from harness.execute.local import KeptExecutor
-    from harness.execute.options import RunOptions
+    from harness.execute.parent.local import KeptExecutor
+    from harness.execute.parent.options import RunOptions
     from harness import env as envmod
 
     gelu, silu = resolve_problem("gelu").path, resolve_problem("silu").path

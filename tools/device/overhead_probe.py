@@ -24,9 +24,10 @@ def main() -> int:
     import triton
     import triton.language as tl
 
-    from harness.execute import audit, guards
-    from harness.execute.candidate_thread import CandidateThread
-    from harness.execute.profiling import KernelProfiler
+    from harness.execute.worker.rules import audit
+    from harness.execute.worker import guards
+    from harness.execute.shared.threads import CandidateThread
+    from harness.execute.shared.profiling import KernelProfiler
     from harness.measure.timing import DeviceTimer
 
     @triton.jit

@@ -1,0 +1,82 @@
+"""How one run evaluates its candidates: every knob in one place, with its default.
+
+The CLI (``kernelgate run``) reads its defaults from :data:`DEFAULTS` rather
+than restating them, so a default lives here only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.execute.shared.inputs import N_ROUNDS_MIN
+from harness.measure.timing import TimingConfig
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    device: str = "cpu"
+    """``cpu`` or ``cuda``; the parent itself never touches the GPU."""
+    gpus: tuple[int, ...] = (0,)
+    rounds: int = N_ROUNDS_MIN
+    """Correctness rounds per workload (at least :data:`N_ROUNDS_MIN`)."""
+    base_seed: int = 0
+    """The run's secret base seed: every seed a worker sees is derived from it, one call at a time."""
+    compile_timeout_s: float = 300.0
+    """Seconds for a worker to start, import the candidate, build its models and compile (dry) its kernels."""
+    round_timeout_s: float = 120.0
+    """Seconds for one call (a forward, or a hand-off) before the worker is killed."""
+    timing_timeout_s: float = 300.0
+    """Seconds for one batch of back-to-back calls in the timing phase."""
+    timing: TimingConfig = field(default_factory=TimingConfig)
+    time_kernels: bool = True
+    jobs: int = 1
+    keep_scratch: bool = False
+    scratch_root: Path | None = None
+    precompile: bool = True
+    """GPU: run one dry forward (compile, no launches) before asking for the device (overlaps compiles)."""
+    sandbox: bool = True
+    """Apply the Landlock sandbox (harness.execute.boundary.landlock) in each worker."""
+    max_file_bytes: int = 4 << 30
+    """RLIMIT_FSIZE of the worker: no single file it writes (outputs included) may exceed this."""
+    gpu_memory_fraction: float = 0.5
+    """GPU: share of the device's memory one worker's caching allocator may hold."""
+    prestart: bool = True
+    """Keep pre-started workers ready (interpreter, sandbox, torch, CUDA context) so candidates do not wait for them."""
+    spawn: str = "fork"
+    """How workers start: ``fork`` (from this run's fork server, a process that has already imported torch:
+    :mod:`harness.execute.parent.forks`; ``exec`` where it cannot) or ``exec`` (a fresh interpreter each)."""
+    check_slots: int = 3
+    context_starts: int = 0
+    """GPU: pre-started workers making their CUDA context at once on one device (0: no limit;
+    :class:`harness.execute.parent.gate.DeviceGate` ``background_max``)."""
+    """GPU: candidates whose correctness rounds may share one device at once (timing is always exclusive)."""
+    handoff: str = "ipc"
+    """GPU: 'ipc' (outputs reach the checker through CUDA IPC handles) or 'file' (harness.execute.wire.handoff)."""
+    mode: str | None = None
+    """``train`` or ``eval`` for every problem; None: each problem's default (KernelBench files: train, as
+    KernelBench's evaluator; annotated problems: eval)."""
+    baseline: str = "eager"
+    """The library baseline: ``eager`` (the problem's Model) or ``compile`` (``torch.compile(Model)``)."""
+    check_share: float = 0.1
+    """Share of the timed calls whose outputs the checker verifies (at secret positions; at least
+    :data:`MIN_TIMED_CHECKS` per workload)."""
+    batch_target_ms: float = 10.0
+    """GPU time one trusted batch of back-to-back calls aims at (the parent's wall clock over it)."""
+    batch_reps: int = 2
+    """Trusted batches per side and workload."""
+    cpu_threads: int = 1
+    """OpenMP/intra-op threads of every worker and checker: one, so a CPU timing measures the op and not
+    thread wake-ups on a loaded machine (and a candidate cannot change the library's)."""
+    memory_margin: float = 0.1
+    """GPU: share of device memory never reserved by admission (fragmentation, CUDA contexts' growth)."""
+
+    def __post_init__(self) -> None:
+        if self.context_starts < 0:
+            raise ValueError(f"RunOptions.context_starts: {self.context_starts} is negative (0 means no limit)")
+        if self.spawn not in ("fork", "exec"):
+            raise ValueError(f"RunOptions.spawn: {self.spawn!r} is neither 'fork' nor 'exec'")
+
+
+MIN_TIMED_CHECKS = 3
+DEFAULTS = RunOptions()

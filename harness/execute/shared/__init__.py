@@ -1,0 +1,1 @@
+"""Code that both the worker and the checker run: deterministic inputs, the forward on its own thread, profiling."""
