@@ -5,7 +5,7 @@ execute -> measure -> score -> results -> report, with :mod:`harness.cli` on
 top. Importing the package does no work: no CUDA, no file writes.
 """
 
-__version__ = "0.1.0"
+from harness.version import __version__  # noqa: F401 - the package's version, defined once
 
 
 def __getattr__(name: str):

@@ -51,7 +51,7 @@ class Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="kernelgate", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    from harness import __version__
+    from harness.version import __version__
 
     parser.add_argument("--version", action="version", version=f"kernelgate {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

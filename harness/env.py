@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 
-from harness import __version__
+from harness.version import __version__
 from harness.records import EnvSnapshot
 
 

@@ -1,9 +1,12 @@
 """The house rules of harness/, checked on its source (no import of the package under test).
 
-* no import cycle between harness modules (module-level imports; ``TYPE_CHECKING`` blocks and imports
-  inside functions are the sanctioned way to break one);
+* no import circle between harness modules, with every import that runs followed: at module level and inside
+  functions (a deferred import only moves a circle to run time); ``TYPE_CHECKING`` blocks are not followed,
+  since they never run;
+* scoring (harness/score) is pure: it never imports the layers above it (the engine and its wire protocol,
+  results reports, the service, the commands);
 * the engine (harness/execute) never imports the planner (harness.pipeline) or a command;
-* a module over 500 lines says why in its docstring (a ``Size (...)`` paragraph);
+* no module over 600 lines, and one over 500 says why in its docstring (a ``Size (...)`` paragraph);
 * every parse goes through ``harness.astparse.parse`` (one at a time per process: CPython 3.11 can corrupt
   the AST constructor's state when two threads parse at once).
 """
@@ -13,9 +16,25 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "harness"
-MAX_LINES = 500
+EXPLAIN_LINES = 500
+MAX_LINES = 600
+
+KNOWN_ENGINE_CIRCLES = (
+    frozenset({"harness.execute.parent.forks", "harness.execute.parent.process"}),
+    frozenset({"harness", "harness.api", "harness.serve.engine", "harness.pipeline",
+               "harness.execute.parent.ray_executor"}),
+)
+"""Import circles that run through harness/execute, whose layout is being redesigned: ``forks`` and
+``process`` import each other inside functions; ``ray_executor`` imports the root package (for its version)
+inside a function, and the root package reaches it through the lazy ``from harness import evaluate``
+(api -> serve.engine -> pipeline -> ray_executor). Any other circle fails the test."""
+
+KNOWN_ENGINE_LONG_MODULES = ("harness/execute/parent/session.py", "harness/execute/wire/protocol.py")
+"""Engine modules over :data:`MAX_LINES`, to be split with the engine's redesign. Any other fails the test."""
 
 
 def _modules() -> dict[str, Path]:
@@ -26,20 +45,36 @@ def _modules() -> dict[str, Path]:
     return out
 
 
-def _top_level_imports(name: str, path: Path, mods: dict[str, Path], *, everywhere: bool = False) -> set[str]:
-    """The harness modules ``name`` imports (at module level unless ``everywhere``)."""
+def _import_nodes(tree: ast.Module, *, deferred: bool) -> list[ast.Import | ast.ImportFrom]:
+    """The import statements of a module that can run: those at module level (in class bodies and ``if``,
+    ``try`` and ``with`` blocks too) and, when ``deferred``, those inside functions and methods. Never those
+    under ``if TYPE_CHECKING:`` (that block never runs; its ``else`` does)."""
+    out: list[ast.Import | ast.ImportFrom] = []
+
+    def visit(stmts: list) -> None:
+        for n in stmts:
+            if isinstance(n, (ast.Import, ast.ImportFrom)):
+                out.append(n)
+            elif isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test):
+                visit(n.orelse)
+            elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if deferred:
+                    visit(n.body)
+            else:
+                for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+                    for child in getattr(n, name, None) or []:
+                        visit([child] if isinstance(child, ast.stmt) else child.body)
+
+    visit(tree.body)
+    return out
+
+
+def _imports(name: str, path: Path, mods: dict[str, Path], *, deferred: bool = True) -> set[str]:
+    """The harness modules ``name`` imports (inside functions too unless ``deferred`` is False)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    nodes: list[ast.stmt] = []
-    if everywhere:
-        nodes = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]  # type: ignore[misc]
-    else:
-        for n in tree.body:
-            if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test):
-                continue
-            nodes.extend(n.body if isinstance(n, (ast.If, ast.Try)) else [n])
     is_pkg = path.name == "__init__.py"
     out: set[str] = set()
-    for n in nodes:
+    for n in _import_nodes(tree, deferred=deferred):
         if isinstance(n, ast.Import):
             out.update(a.name for a in n.names if a.name in mods)
         elif isinstance(n, ast.ImportFrom):
@@ -56,61 +91,119 @@ def _top_level_imports(name: str, path: Path, mods: dict[str, Path], *, everywhe
     return out
 
 
-def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    state: dict[str, int] = {}
+def _graph(*, deferred: bool = True) -> dict[str, set[str]]:
+    mods = _modules()
+    return {m: _imports(m, p, mods, deferred=deferred) for m, p in mods.items()}
+
+
+def _circles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The strongly connected components of more than one module (Tarjan): each holds at least one circle, and
+    every module on a circle is in one."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
     stack: list[str] = []
-    found: list[list[str]] = []
+    on_stack: set[str] = set()
+    found: list[frozenset[str]] = []
 
     def visit(u: str) -> None:
-        state[u] = 1
+        index[u] = low[u] = len(index)
         stack.append(u)
+        on_stack.add(u)
         for v in sorted(graph[u]):
-            if state.get(v) == 1:
-                found.append(stack[stack.index(v):] + [v])
-            elif v not in state:
+            if v not in index:
                 visit(v)
-        stack.pop()
-        state[u] = 2
+                low[u] = min(low[u], low[v])
+            elif v in on_stack:
+                low[u] = min(low[u], index[v])
+        if low[u] == index[u]:
+            comp = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.add(w)
+                if w == u:
+                    break
+            if len(comp) > 1:
+                found.append(frozenset(comp))
 
     for m in sorted(graph):
-        if m not in state:
+        if m not in index:
             visit(m)
     return found
 
 
-def test_the_cycle_finder_finds_a_cycle():
-    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c", "a"]]
-    assert _cycles({"a": {"b"}, "b": set()}) == []
+def test_the_circle_finder_follows_deferred_imports_and_skips_type_checking(tmp_path):
+    """The finder sees a circle closed by an import inside a function, and none closed only by a
+    ``TYPE_CHECKING`` import; a circle in a module-level-only graph is still a circle."""
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [frozenset({"a", "b", "c"})]
+    assert _circles({"a": {"b"}, "b": set()}) == []
+    pkg = tmp_path / "harness"
+    pkg.mkdir()
+    (pkg / "a.py").write_text("from harness import b\n")
+    (pkg / "b.py").write_text("def f():\n    from harness.a import x\n    return x\n")
+    (pkg / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from harness import a\n"
+                              "else:\n    import harness.d\n")
+    (pkg / "d.py").write_text("class K:\n    import harness.c\n")
+    mods = {f"harness.{n}": pkg / f"{n}.py" for n in "abcd"}
+    graph = {m: _imports(m, p, mods) for m, p in mods.items()}
+    assert graph == {"harness.a": {"harness.b"}, "harness.b": {"harness.a"}, "harness.c": {"harness.d"},
+                     "harness.d": {"harness.c"}}
+    assert sorted(map(sorted, _circles(graph))) == [["harness.a", "harness.b"], ["harness.c", "harness.d"]]
+    assert _imports("harness.b", mods["harness.b"], mods, deferred=False) == set()
 
 
-def test_no_import_cycle_between_harness_modules():
-    mods = _modules()
-    graph = {m: _top_level_imports(m, p, mods) for m, p in mods.items()}
+def test_no_import_circle_between_harness_modules():
+    graph = _graph()
     assert sum(len(v) for v in graph.values()) > 100  # the graph was really read
-    assert not _cycles(graph), _cycles(graph)
+    circles = _circles(graph)
+    unknown = [sorted(c) for c in circles if c not in KNOWN_ENGINE_CIRCLES]
+    assert not unknown, f"import circles (deferred imports followed): {unknown}"
+    known = [sorted(c) for c in circles if c in KNOWN_ENGINE_CIRCLES]
+    if known:
+        pytest.xfail(f"known circles through harness/execute, left to its redesign: {known}")
+
+
+def test_scoring_never_imports_the_layers_above_it():
+    """Judging takes facts and scoring reads records: harness/score imports neither the engine (its wire
+    messages included) nor the report layer, the service, the planner or a command."""
+    above = ("harness.execute", "harness.report", "harness.serve", "harness.commands", "harness.cli",
+             "harness.pipeline", "harness.api")
+    bad = {m: sorted(i for i in deps if i.startswith(above)) for m, deps in _graph().items()
+           if m.startswith("harness.score")}
+    bad = {m: v for m, v in bad.items() if v}
+    assert "harness.score" in _modules() and not bad, bad
 
 
 def test_the_engine_never_imports_the_planner_or_a_command():
-    mods = _modules()
     bad = {}
-    for m, p in mods.items():
+    for m, deps in _graph().items():
         if m.startswith("harness.execute"):
-            hits = {i for i in _top_level_imports(m, p, mods, everywhere=True)
-                    if i == "harness.pipeline" or i.startswith(("harness.commands", "harness.cli"))}
+            hits = {i for i in deps if i == "harness.pipeline" or i.startswith(("harness.commands", "harness.cli"))}
             if hits:
                 bad[m] = sorted(hits)
-    assert "harness.execute.parent.session" in mods and not bad, bad
+    assert "harness.execute.parent.session" in _modules() and not bad, bad
+
+
+def _lines(p: Path) -> int:
+    return len(p.read_text(encoding="utf-8").splitlines())
 
 
 def test_long_modules_say_why():
     unexplained = []
     for p in sorted(PKG.rglob("*.py")):
-        n = len(p.read_text(encoding="utf-8").splitlines())
         doc = ast.get_docstring(ast.parse(p.read_text(encoding="utf-8"))) or ""
-        if n > MAX_LINES and "Size (" not in doc:
-            unexplained.append(f"{p.relative_to(ROOT)} ({n} lines)")
-    assert not unexplained, ("modules over 500 lines without a 'Size (...)' paragraph in their docstring: "
-                             + ", ".join(unexplained))
+        if _lines(p) > EXPLAIN_LINES and "Size (" not in doc:
+            unexplained.append(f"{p.relative_to(ROOT)} ({_lines(p)} lines)")
+    assert not unexplained, (f"modules over {EXPLAIN_LINES} lines without a 'Size (...)' paragraph in their "
+                             "docstring: " + ", ".join(unexplained))
+
+
+def test_no_module_is_over_600_lines():
+    long = {str(p.relative_to(ROOT)): _lines(p) for p in sorted(PKG.rglob("*.py")) if _lines(p) > MAX_LINES}
+    unknown = {p: n for p, n in long.items() if p not in KNOWN_ENGINE_LONG_MODULES}
+    assert not unknown, f"modules over {MAX_LINES} lines (split them along their table of contents): {unknown}"
+    if long:
+        pytest.xfail(f"engine modules over {MAX_LINES} lines, left to its redesign: {long}")
 
 
 def test_every_slow_module_exists():

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.problems.loader import DTYPES, Problem, ProblemError, Workload, build_workload, problem_context
+from harness.problems.problem import DTYPES, Problem, ProblemError, Workload
+from harness.problems.workloads import build_workload, problem_context
 
 _SPEC_KEYS = {"count", "ranges", "dtypes", "tags", "allow_tf32"}
 _PRIVATE_KEYS = {"name", "set", "dtype", "tags", "allow_tf32"}

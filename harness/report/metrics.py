@@ -45,6 +45,7 @@ from dataclasses import dataclass
 
 from harness.records import JobResult, Status
 from harness.results.store import EntryKey, entry_key
+from harness.score.sol import sol_score
 
 FAST_P = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
 """The E_lib thresholds of the fast_p metrics."""
@@ -168,15 +169,6 @@ def u_roof_of(r: JobResult) -> float | None:
 def u_roof_library_of(r: JobResult) -> float | None:
     s = screening_of(r)
     return num(s.u_roof_library) if s is not None else None
-
-
-def sol_score(t_kernel: float, t_library: float, t_floor: float) -> float:
-    """Speed-of-light score in [0, 1]: 1 at the floor, 0.5 at library speed (see module docstring)."""
-    if t_kernel <= t_floor:
-        return 1.0
-    denom = t_library - t_floor
-    s = 0.5 * t_library / t_kernel if denom <= 0 else 1.0 / (1.0 + (t_kernel - t_floor) / denom)
-    return min(1.0, max(0.0, s))
 
 
 def score_of(r: JobResult) -> float | None:

@@ -15,7 +15,7 @@ import hashlib
 from datetime import datetime, timezone
 from typing import Any
 
-from harness import __version__
+from harness.version import __version__
 from harness.records import EnvSnapshot, ErrorInfo, JobResult, Status
 
 

@@ -5,6 +5,11 @@ claims and the trusted checker's findings -- and asks these functions what
 they mean. Each returns ``None`` (nothing wrong) or a :class:`Failure`.
 Keeping them here means every rule can be tested with plain values, and the
 rule and its test live side by side.
+
+The facts are this module's own records (:class:`CallFacts`, :class:`CheckFacts`), not the protocol's
+messages: judging does not depend on how the facts travelled. ``CallFacts.of`` and ``CheckFacts.of`` read
+them from any object with the same attribute names (the protocol's ``CallReport``, ``CompareReply``,
+``VerifyReply`` and ``ErrorReply`` among them), and the judging functions accept such an object too.
 """
 
 from __future__ import annotations
@@ -14,7 +19,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.execute.wire import protocol as P
 from harness.records import Status
 
 IDENTICAL_MIN = 0.9999
@@ -24,19 +28,103 @@ ROUNDING_MIN = 0.05
 CONTENTION_MIN = 0.5
 """The library must run this much slower while the candidate lived than after, to be called contention. A GPU
 kernel left spinning by the candidate doubles it or worse; other candidates compiling and starting beside a
-timed one moved it by up to 24% on the H200 (session 4's smoke run), which must not be blamed on anyone."""
+timed one moved it by up to 24% on an H200, which must not be blamed on anyone."""
 CONTENTION_MIN_MS = 0.02
 CONTENTION_HACK = 1.0
 """Twice as slow while the candidate lived is REWARD_HACK (a kernel left spinning does that). Between
 :data:`CONTENTION_MIN` and this, the slowdown is not blamed: neighbours starting and compiling beside a timed
-candidate slowed an honest reference's library by 57% on the H200 (session 7, with the candidate's own times
-inflated alike); the record is scored against the quiet library time instead, so a sabotage that small gains
+candidate slowed an honest reference's library by 57% on an H200 (with the candidate's own times inflated
+alike); the record is scored against the quiet library time instead, so a sabotage that small gains
 nothing either."""
 CONTENTION_HACK_MS = 0.1
-"""... and this many milliseconds slower. The service's load test (session 9, smoke workloads, 12 candidates in
-flight on one H200) slowed honest kernels' 4-23 us libraries by 29-46 us (up to 11x) while other workers started
+"""... and this many milliseconds slower. The service's load test (smoke workloads, 12 candidates in flight on
+one H200) slowed honest kernels' 4-23 us libraries by 29-46 us (up to 11x) while other workers started
 beside them; below this a slowdown is rescored, not blamed, so a spinner small enough to hide under it gains
 nothing either."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallFacts:
+    """What one call of the candidate's forward did, as its worker reported it (every field a claim)."""
+
+    ok: bool
+    """The forward returned (False: it raised; ``error_*`` say what)."""
+    error_type: str = ""
+    error_message: str = ""
+    traceback_tail: str = ""
+    out_of_memory: bool = False
+    """The forward's failure was an out-of-memory."""
+    stream_ms: float = 0.0
+    """The call's time on its stream's CUDA events (ms)."""
+    device_ms: float = 0.0
+    """The call's time to the device-wide end (ms)."""
+    enqueue_us: float = 0.0
+    """Host time from handing the forward to the candidate's thread until it returned (us)."""
+    idle_ms: float = 0.0
+    """The host's round trip to the idle GPU right after the call (ms)."""
+    launches: int = 0
+    """Triton/TileLang kernel launches the worker counted during the forward."""
+    aten_ops: tuple[str, ...] = ()
+    """The aten ops the worker's dispatch recorder saw during the forward (CPU path)."""
+    new_threads: int = 0
+    """Threads started by the forward and still running after it returned."""
+    new_children: int = 0
+    """Child processes started by the forward and still running after it returned."""
+    output_types: tuple[str, ...] = ()
+    """The type of each output tensor (``torch.Tensor`` for a plain one)."""
+    lowered: bool = False
+    """A TileLang kernel was lowered to device source only (no GPU): nothing ran to judge."""
+    audit_blocked: tuple[str, ...] = ()
+    """The worker's audit-hook refusals since its last report."""
+
+    @classmethod
+    def of(cls, r: Any) -> CallFacts:
+        """The facts of ``r``: a :class:`CallFacts` as it is, or any object with a call report's attributes
+        (``error`` an object with ``type``, ``message`` and ``traceback_tail``, or None; ``lowered_sources``
+        None unless the kernel was only lowered)."""
+        if isinstance(r, CallFacts):
+            return r
+        err = r.error
+        return cls(ok=bool(r.ok), error_type=err.type if err is not None else "",
+                   error_message=err.message if err is not None else "",
+                   traceback_tail=(err.traceback_tail or "") if err is not None else "",
+                   out_of_memory=bool(r.out_of_memory), stream_ms=r.stream_ms, device_ms=r.device_ms,
+                   enqueue_us=r.enqueue_us, idle_ms=r.idle_ms, launches=int(r.launches), aten_ops=tuple(r.aten_ops),
+                   new_threads=int(r.new_threads), new_children=int(r.new_children),
+                   output_types=tuple(r.output_types), lowered=r.lowered_sources is not None,
+                   audit_blocked=tuple(r.audit_blocked))
+
+
+@dataclass(frozen=True, slots=True)
+class CheckFacts:
+    """The trusted checker's answer about one output: a comparison with the float64 reference (a correctness
+    round) or with the library's output on the same inputs (a verified timed call)."""
+
+    ok: bool
+    """The output passed."""
+    status: str
+    """The status the checker found (a :class:`Status` value; ``PASSED`` when ``ok``)."""
+    detail: str
+    """What the checker saw, for the record's message."""
+    max_excess: float | None = None
+    """The largest error beyond the tolerance, as a multiple of it (None when not measured)."""
+    checker_failed: bool = False
+    """The checker itself could not answer (the harness's failure, never the candidate's)."""
+    out_of_memory: bool = False
+    """The checker's failure was an out-of-memory (the job may run again alone)."""
+
+    @classmethod
+    def of(cls, reply: Any) -> CheckFacts:
+        """The facts of ``reply``: a :class:`CheckFacts` as it is, an answer with ``ok``, ``status``, ``detail``
+        (and optionally ``max_excess``), or a failure of the checker (an object with ``status`` and ``detail``
+        but no ``ok``, such as the protocol's error reply)."""
+        if isinstance(reply, CheckFacts):
+            return reply
+        if not hasattr(reply, "ok"):
+            return cls(ok=False, status=str(reply.status), detail=str(reply.detail), checker_failed=True,
+                       out_of_memory=bool(getattr(reply, "out_of_memory", False)))
+        return cls(ok=bool(reply.ok), status=str(reply.status), detail=str(reply.detail),
+                   max_excess=getattr(reply, "max_excess", None))
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,21 +157,22 @@ def hack(message: str, mechanism: str, **evidence: Any) -> Failure:
     return Failure(Status.REWARD_HACK, message, {"mechanism": mechanism, **evidence})
 
 
-def judge_call(r: P.CallReport, *, dsl: str, device: str, library_aten: tuple[str, ...],
+def judge_call(facts: CallFacts | Any, *, dsl: str, device: str, library_aten: tuple[str, ...],
                profiled: bool) -> Failure | None:
     """One call's facts (the worker's claims) -> a failure, or None to go on to the trusted checks.
 
-    ``profiled``: a kernel profiler runs in the worker (then kernel attribution, not the launch count,
-    decides whether a DSL kernel did the work).
+    ``facts``: a :class:`CallFacts`, or an object :meth:`CallFacts.of` reads. ``profiled``: a kernel profiler
+    runs in the worker (then kernel attribution, not the launch count, decides whether a DSL kernel did the work).
     """
+    r = CallFacts.of(facts)
     tampered = judge_tamper(r.audit_blocked, ())
     if tampered is not None:
         return tampered
     if not r.ok:
-        err = r.error or P.Error("Error", "the forward failed")
+        etype, emsg = r.error_type or "Error", r.error_message or "the forward failed"
         retry = r.out_of_memory and device != "cpu"
-        return Failure(Status.RUNTIME_ERROR, f"forward raised {err.type}: {brief(err.message)}", retry_alone=retry,
-                       traceback_tail=(err.traceback_tail or "")[-3000:])
+        return Failure(Status.RUNTIME_ERROR, f"forward raised {etype}: {brief(emsg)}", retry_alone=retry,
+                       traceback_tail=r.traceback_tail[-3000:])
     claims = {"stream_ms": r.stream_ms, "device_ms": r.device_ms, "enqueue_us": r.enqueue_us, "idle_ms": r.idle_ms}
     bad_claims = {k: repr(v) for k, v in claims.items() if not (math.isfinite(v) and v >= 0)}
     if bad_claims:  # an honest worker's events and clocks only give finite, non-negative times
@@ -92,7 +181,7 @@ def judge_call(r: P.CallReport, *, dsl: str, device: str, library_aten: tuple[st
         return hack(f"forward left {r.new_threads} thread(s) running after it returned", "late_thread")
     if r.new_children:
         return hack(f"forward left {r.new_children} child process(es) running after it returned", "child_process")
-    if r.lowered_sources is not None:
+    if r.lowered:
         return None
     if not profiled:
         names = {a.split(".", 1)[1] for a in library_aten if "." in a}
@@ -125,9 +214,11 @@ def judge_tamper(audit_blocked: tuple[str, ...], patched: tuple[str, ...], new_c
     return None
 
 
-def judge_compare(reply: Any, call_index: int) -> Failure | None:
-    """The checker's correctness reply for round ``call_index``."""
-    if isinstance(reply, P.ErrorReply):
+def judge_compare(facts: CheckFacts | Any, call_index: int) -> Failure | None:
+    """The checker's correctness answer for round ``call_index`` (a :class:`CheckFacts`, or an object
+    :meth:`CheckFacts.of` reads)."""
+    reply = CheckFacts.of(facts)
+    if reply.checker_failed:
         return Failure(Status.HARNESS_ERROR, f"round {call_index}: the reference checker failed: {reply.detail}",
                        retry_alone=reply.out_of_memory)
     if reply.ok:
@@ -156,9 +247,11 @@ def fingerprint_note(identical: list[float | None], rounding: list[float | None]
     return None
 
 
-def judge_verification(reply: Any, position: int, phase: str) -> Failure | None:
-    """A timed call's output (at a position the candidate could not know) against the library's."""
-    if isinstance(reply, P.ErrorReply):
+def judge_verification(facts: CheckFacts | Any, position: int, phase: str) -> Failure | None:
+    """A timed call's output (at a position the candidate could not know) against the library's (a
+    :class:`CheckFacts`, or an object :meth:`CheckFacts.of` reads)."""
+    reply = CheckFacts.of(facts)
+    if reply.checker_failed:
         return Failure(Status.HARNESS_ERROR, f"verifying {phase} call {position} failed in the checker: {reply.detail}",
                        retry_alone=reply.out_of_memory)
     if reply.ok:

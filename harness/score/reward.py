@@ -15,7 +15,7 @@ record and then aggregated over the candidate's workloads::
                                               the harness failed); leave the sample out
 
     speed = "sol"     S = 1 / (1 + (t_kernel - t_floor) / (t_library - t_floor)) in [0, 1]:
-                      1 at the roofline floor, 0.5 at library speed (harness.report.metrics.sol_score)
+                      1 at the roofline floor, 0.5 at library speed (harness.score.sol.sol_score)
     speed = "u_roof"  min(U_roof, 1) = t_floor / t_kernel: the share of the roofline reached
     speed = "e_lib"   min(E_lib, t_library / t_floor): the speed-up over the library, capped at the
                       speed-up a kernel *on* the roofline floor would have
@@ -42,6 +42,7 @@ from dataclasses import dataclass, fields
 from typing import Iterable
 
 from harness.records import JobResult, Status
+from harness.score.sol import sol_score
 
 REWARD_VERSION = "1"
 SPEED_TERMS = ("sol", "u_roof", "e_lib")
@@ -149,8 +150,6 @@ def _num(x: object) -> float | None:
 
 def _speed(r: JobResult, term: str) -> tuple[float | None, str]:
     """(speed term, its explanation) of a PASSED record, or (None, why not) when it was not timed and screened."""
-    from harness.report.metrics import sol_score
-
     s = r.screening
     tk = _num(r.timing.median_ms) if r.timing is not None else None
     tl = _num(r.library_timing.median_ms) if r.library_timing is not None else None

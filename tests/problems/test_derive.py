@@ -143,12 +143,12 @@ def test_costs_are_cached_by_content_and_reused(tmp_path, monkeypatch):
     files = list(costcache.cache_dir().glob("*.json"))
     assert files and all(json.loads(f.read_text())["input_bytes"] > 0 for f in files)
 
-    from harness.problems import loader
+    from harness.problems import workloads
 
     def boom(*a, **k):
         raise AssertionError("derived again despite the cache")
 
-    monkeypatch.setattr(loader, "derive", boom)
+    monkeypatch.setattr(workloads, "derive", boom)
     again = load_problem(path)
     assert again.workloads == first.workloads
     path.write_text(path.read_text() + "\n# edited\n")  # new bytes: a new key

@@ -11,10 +11,10 @@ from harness.score import judge
 from harness.score.clock import judge_clock, per_call, spread
 
 
-def call(**kw) -> P.CallReport:
-    base = dict(call_id=1, ok=True, launches=1, output_types=("torch.Tensor",))
+def call(**kw) -> judge.CallFacts:
+    base = dict(ok=True, launches=1, output_types=("torch.Tensor",))
     base.update(kw)
-    return P.CallReport(**base)
+    return judge.CallFacts(**base)
 
 
 def j(r, profiled=True, dsl="triton", device="cuda", aten=("aten.native_layer_norm",)):
@@ -36,8 +36,29 @@ def test_a_timing_report_that_is_not_a_set_of_times_is_a_reward_hack():
             assert f.evidence[field] == repr(bad)
     assert j(call(stream_ms=0.1, device_ms=0.12, enqueue_us=40.0, idle_ms=0.03)) is None
     # the wire form: NaN passes the decoder (a number), the judge refuses it
-    wire = P.encode(call(stream_ms=float("nan")))
+    wire = P.encode(P.CallReport(call_id=1, ok=True, launches=1, output_types=("torch.Tensor",),
+                                 stream_ms=float("nan")))
     assert j(P.decode(wire)).evidence["mechanism"] == "timing_claim"
+
+
+def test_the_protocol_s_messages_are_read_as_the_same_facts():
+    """The session hands the judge its wire messages; they must mean what the facts mean, field by field."""
+    report = P.CallReport(call_id=3, ok=False, error=P.Error("OutOfMemoryError", "CUDA out of memory", "tb"),
+                          out_of_memory=True, stream_ms=0.1, device_ms=0.2, enqueue_us=30.0, idle_ms=0.01,
+                          launches=2, aten_ops=("mm",), new_threads=1, new_children=2,
+                          output_types=("torch.Tensor",), lowered_sources=("src",), audit_blocked=("x",))
+    assert judge.CallFacts.of(report) == judge.CallFacts(
+        ok=False, error_type="OutOfMemoryError", error_message="CUDA out of memory", traceback_tail="tb",
+        out_of_memory=True, stream_ms=0.1, device_ms=0.2, enqueue_us=30.0, idle_ms=0.01, launches=2,
+        aten_ops=("mm",), new_threads=1, new_children=2, output_types=("torch.Tensor",), lowered=True,
+        audit_blocked=("x",))
+    assert judge.CallFacts.of(P.CallReport(call_id=1, ok=True)).lowered is False
+    assert judge.CheckFacts.of(P.ErrorReply(status="HARNESS_ERROR", detail="d", out_of_memory=True)) == \
+        judge.CheckFacts(ok=False, status="HARNESS_ERROR", detail="d", checker_failed=True, out_of_memory=True)
+    assert judge.CheckFacts.of(P.VerifyReply(ok=False, status="INCORRECT_NUMERICAL", detail="d", max_excess=4.0)) == \
+        judge.CheckFacts(ok=False, status="INCORRECT_NUMERICAL", detail="d", max_excess=4.0)
+    assert judge.CheckFacts.of(P.CompareReply(ok=True, status="PASSED", detail="")).ok
+    assert judge.judge_compare(P.ErrorReply(status="HARNESS_ERROR", detail="x", out_of_memory=True), 2).retry_alone
 
 
 def test_audit_refusals_and_patched_functions_are_reward_hacks():
@@ -60,9 +81,10 @@ def test_without_a_profiler_the_launch_counter_and_the_aten_recorder_decide():
 
 
 def test_an_out_of_memory_on_a_shared_gpu_asks_for_a_retry_alone():
-    f = j(call(ok=False, error=P.Error("OutOfMemoryError", "CUDA out of memory"), out_of_memory=True))
-    assert f.status is Status.RUNTIME_ERROR and f.retry_alone
-    assert not j(call(ok=False, error=P.Error("ValueError", "bad")), device="cuda").retry_alone
+    f = j(call(ok=False, error_type="OutOfMemoryError", error_message="CUDA out of memory", out_of_memory=True))
+    assert f.status is Status.RUNTIME_ERROR and f.retry_alone and "OutOfMemoryError" in f.message
+    assert not j(call(ok=False, error_type="OutOfMemoryError", out_of_memory=True), device="cpu").retry_alone
+    assert not j(call(ok=False, error_type="ValueError", error_message="bad"), device="cuda").retry_alone
 
 
 def test_threads_children_and_wrong_types():
@@ -82,13 +104,14 @@ def test_library_identical_outputs_are_noted_not_judged():
 
 
 def test_a_timed_call_that_does_not_match_is_a_reward_hack_with_its_position():
-    bad = P.VerifyReply(ok=False, status="INCORRECT_NUMERICAL", detail="3/4096 elements out of tolerance",
-                        max_excess=40.0)
+    bad = judge.CheckFacts(ok=False, status="INCORRECT_NUMERICAL", detail="3/4096 elements out of tolerance",
+                           max_excess=40.0)
     f = judge.judge_verification(bad, 17, "timed")
     assert f.status is Status.REWARD_HACK and f.evidence["position"] == 17 and "secret position" in f.message
-    assert judge.judge_verification(P.VerifyReply(ok=True, status="PASSED", detail=""), 3, "batch") is None
-    assert judge.judge_verification(P.ErrorReply(status="HARNESS_ERROR", detail="x"), 3, "batch").status \
-        is Status.HARNESS_ERROR
+    assert f.evidence["max_excess"] == 40.0
+    assert judge.judge_verification(judge.CheckFacts(ok=True, status="PASSED", detail=""), 3, "batch") is None
+    failed = judge.CheckFacts(ok=False, status="HARNESS_ERROR", detail="x", checker_failed=True)
+    assert judge.judge_verification(failed, 3, "batch").status is Status.HARNESS_ERROR
 
 
 def test_markers_must_be_two_per_call():
@@ -250,7 +273,8 @@ def test_a_long_forward_error_keeps_its_end_and_traceback():
     """Bug it stops: TileLang's errors begin with pages of TIR and end with what went wrong; the record kept only
     the first 300 characters (29 KernelBench kernels on the H200 said nothing but their TIR)."""
     tir = "# from tvm.script import tirx as T\n" + "    X = T.match_buffer(...)\n" * 200
-    r = call(ok=False, error=P.Error("TypeError", tir + "the real reason: argument 3 is not a Buffer", "Traceback: x"))
+    r = call(ok=False, error_type="TypeError", error_message=tir + "the real reason: argument 3 is not a Buffer",
+             traceback_tail="Traceback: x")
     f = j(r)
     assert f.status is Status.RUNTIME_ERROR and f.message.endswith("argument 3 is not a Buffer")
     assert "characters ...]" in f.message and len(f.message) < 1400
