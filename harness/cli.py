@@ -24,9 +24,9 @@ and ranked on a JSON leaderboard.
 
 typical session ('kernelgate COMMAND --help' has examples for each command):
   kernelgate problems list
-  kernelgate run submissions/triton-reference      # writes runs/latest
-  kernelgate leaderboard                           # reads runs/latest
-  kernelgate report                                # writes runs/latest/report
+  kernelgate run submissions/triton-reference --yes-execute   # writes runs/latest
+  kernelgate leaderboard                                      # reads runs/latest
+  kernelgate report                                           # writes runs/latest/report
 """
 
 

@@ -7,6 +7,7 @@
   results reports, the service, the commands);
 * the engine (harness/execute) never imports the planner (harness.pipeline) or a command;
 * no module over 600 lines, and one over 500 says why in its docstring (a ``Size (...)`` paragraph);
+* every module outside the engine is used (imported, a command, started with ``python -m``, or an entry point);
 * every parse goes through ``harness.astparse.parse`` (one at a time per process: CPython 3.11 can corrupt
   the AST constructor's state when two threads parse at once).
 """
@@ -14,6 +15,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -182,6 +184,29 @@ def test_the_engine_never_imports_the_planner_or_a_command():
             if hits:
                 bad[m] = sorted(hits)
     assert "harness.execute.parent.session" in _modules() and not bad, bad
+
+
+ENTRY_POINTS = ("harness.__main__", "harness.serve.client")
+"""Modules nothing in harness/ imports, by design: ``python -m harness``, and the service's client library
+(imported by users' training loops and ``examples/rl_client.py``)."""
+
+
+def test_every_module_outside_the_engine_is_used():
+    """Bug it stops: ``harness/problems/lint.py`` was imported by no command and no module (dead product code).
+    A module must be imported by another, be a command (``harness.cli.COMMANDS``), be started with
+    ``python -m`` by the harness, or be one of :data:`ENTRY_POINTS`. Packages' ``__init__`` are exempt."""
+    from harness import cli
+
+    mods = _modules()
+    graph = _graph()
+    imported = {d for deps in graph.values() for d in deps}
+    source = "\n".join(p.read_text(encoding="utf-8") for p in mods.values())
+    started = set(re.findall(r'"-m", "(harness[\w.]*)"', source))
+    commands = {f"harness.commands.{c}" for c in cli.COMMANDS}
+    unused = sorted(m for m, p in mods.items()
+                    if p.name != "__init__.py" and not m.startswith("harness.execute")
+                    and m not in imported | started | commands | set(ENTRY_POINTS))
+    assert "harness.serve.problem_probe" in started and not unused, f"modules nothing uses: {unused}"
 
 
 def _lines(p: Path) -> int:

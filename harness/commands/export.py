@@ -19,7 +19,7 @@ examples:
   kernelgate export --format hf exports/suite
   kernelgate export --format hf exports/h200 --results runs/h200 --latest
   kernelgate export --import-kernelbench ~/data/kernelbench/level_1.parquet --out problems-kb/level1
-  kernelgate run submissions/mine --problems problems-kb/level1
+  kernelgate run submissions/mine --problems problems-kb/level1 --yes-execute
 """
 
 

@@ -157,8 +157,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.check_slots < 1:
         raise SystemExit(f"kernelgate: error: --check-slots must be at least 1, got {args.check_slots}")
     if not args.yes_execute:
-        raise SystemExit("kernelgate: error: running candidates executes their code (sandboxed, see README "
-                         "'Security'); pass --yes-execute to confirm")
+        raise SystemExit("kernelgate: error: running candidates executes their code (sandboxed, see "
+                         "docs/security.md); pass --yes-execute to confirm")
     if args.spawn == "fork" and args.executor == "local":
         from harness.execute.parent import forks as forkserver
 
@@ -326,9 +326,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "a tmpfs such as /dev/shm/kg speeds up GPU-sized output hand-off")
     p.add_argument("--no-precompile", action="store_true", help="GPU: skip the dry forward that compiles each kernel "
                    "before the candidate asks for the GPU (compiles then happen in its correctness phase)")
+    from harness.execute.parent.local import POOL_MAX
+
     p.add_argument("--no-prestart", action="store_true", help="start each candidate's worker only when the candidate's "
-                   "turn comes (default: keep two pre-started per job on each device, at most 8 and never more than "
-                   "candidates are left; each is still used for one candidate only)")
+                   f"turn comes (default: keep two pre-started per job on each device, at most {POOL_MAX} and never "
+                   "more than candidates are left; each is still used for one candidate only)")
     p.add_argument("--spawn", choices=("fork", "exec"), default=DEFAULTS.spawn,
                    help="how workers start: 'fork' (default) from a fork server that imported torch and Triton once "
                         "(each worker still applies its own limits, sandbox and audit hooks before its candidate); "
@@ -352,5 +354,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--keep-scratch", action="store_true", help="keep each candidate's scratch folder (debugging)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--yes-execute", "--allow-untrusted", dest="yes_execute", action="store_true",
-                   help="required: acknowledge that candidate code will be executed (sandboxed, see README 'Security')")
+                   help="required: acknowledge that candidate code will be executed (sandboxed, see docs/security.md)")
     p.set_defaults(func=cmd_run)

@@ -94,7 +94,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             raise SystemExit(f"kernelgate: error: --tokens {args.tokens} has no clients; add one with --add-client NAME")
     if not args.yes_execute:
         print("note: the service executes untrusted candidate code (isolated subprocesses, Landlock sandbox; see "
-              "README 'Security'); --yes-execute silences this note", file=sys.stderr)
+              "docs/security.md); --yes-execute silences this note", file=sys.stderr)
 
     from harness import env as envmod
     from harness.score.gates import Thresholds
@@ -136,6 +136,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from harness.execute.parent.options import DEFAULTS
     from harness.serve.auth import DEFAULT_BURST, DEFAULT_RATE_PER_S
     from harness.serve.dispatcher import BATCH_MAX
     from harness.serve.submission import Limits
@@ -170,9 +171,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                      "(default 2: one starts while the other finishes; Ray gives each candidate its own GPU)")
     eng.add_argument("--seed", type=int, help="base seed of every run (default: fresh and secret per run)")
     eng.add_argument("--check-slots", type=int, default=3, help="GPU: candidates checking correctness together (default 3)")
-    eng.add_argument("--compile-timeout", type=float, default=600.0, help="seconds for import + build + first launch")
-    eng.add_argument("--round-timeout", type=float, default=120.0, help="seconds per correctness round")
-    eng.add_argument("--timing-timeout", type=float, default=300.0, help="seconds for the timing phase")
+    eng.add_argument("--compile-timeout", type=float, default=DEFAULTS.compile_timeout_s,
+                     help=f"seconds for import + build + first launch (default {DEFAULTS.compile_timeout_s:g})")
+    eng.add_argument("--round-timeout", type=float, default=DEFAULTS.round_timeout_s,
+                     help=f"seconds per correctness round (default {DEFAULTS.round_timeout_s:g})")
+    eng.add_argument("--timing-timeout", type=float, default=DEFAULTS.timing_timeout_s,
+                     help=f"seconds for one timed batch (default {DEFAULTS.timing_timeout_s:g})")
     eng.add_argument("--no-prestart", action="store_true", help="no pre-started workers (see kernelgate run --help)")
     eng.add_argument("--spawn", choices=("fork", "exec"), default="fork",
                      help="how workers start: forked from a fork server (default) or exec (see kernelgate run --help)")

@@ -1,7 +1,7 @@
 """Static reward-hack screening of a candidate's source: the first of several lines of defence.
 
 The candidate controls its whole interpreter, so nothing found here is the
-trust boundary (that is the trusted side's checks: README "Security"); this
+trust boundary (that is the trusted side's checks: docs/security.md); this
 module rejects, before anything runs, the constructs an honest kernel never
 needs and a cheat usually does: finishing work on another stream or thread
 after the timer stops, patching timers, torch, Triton or the harness,

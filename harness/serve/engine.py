@@ -32,6 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from harness.execute.parent.options import DEFAULTS
 from harness.jsonio import dumps
 from harness.records import EnvSnapshot, ErrorInfo, JobResult, Status
 
@@ -100,9 +101,11 @@ class EngineConfig:
     check_slots: int = 3
     seed: int | None = None
     """Base seed of every run; None: a fresh secret one per run (recorded in each record's base_seed)."""
-    compile_timeout_s: float = 600.0
-    round_timeout_s: float = 120.0
-    timing_timeout_s: float = 300.0
+    compile_timeout_s: float = DEFAULTS.compile_timeout_s
+    """Seconds for a worker to start, import, build and compile (:attr:`RunOptions.compile_timeout_s`, as for
+    ``kernelgate run``)."""
+    round_timeout_s: float = DEFAULTS.round_timeout_s
+    timing_timeout_s: float = DEFAULTS.timing_timeout_s
     prestart: bool = True
     spawn: str = "fork"
     """``fork`` (workers forked from a fork server) or ``exec``: :attr:`harness.execute.parent.options.RunOptions.spawn`."""
