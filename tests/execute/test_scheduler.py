@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
+from harness.execute.parent.gate import DeviceGate
 from harness.execute.parent.scheduler import DeviceUnhealthy, run_pull
 
 
@@ -21,26 +22,79 @@ def test_fast_device_takes_more_work_than_slow_one():
     assert report.per_device["fast"] > 2 * report.per_device["slow"]
 
 
-def test_one_exclusive_phase_per_device_with_several_slots():
-    locks = {d: threading.Lock() for d in (0, 1)}
-    busy = {0: 0, 1: 0}
-    peak = {0: 0, 1: 0}
-    guard = threading.Lock()
+class _Observer:
+    """Counts, per device, the tasks inside each gated phase (entered after the gate admits them, left before
+    they release it, so the counts never exceed what the gate let in) and notes every moment a timing phase
+    shared its device with anything."""
+
+    def __init__(self, devices):
+        self.inside = {d: {"shared": 0, "exclusive": 0} for d in devices}
+        self.shared_peak = dict.fromkeys(devices, 0)
+        self.violations: list[tuple] = []
+        self._lock = threading.Lock()
+
+    def enter(self, dev, phase):
+        with self._lock:
+            n = self.inside[dev]
+            n[phase] += 1
+            self.shared_peak[dev] = max(self.shared_peak[dev], n["shared"])
+            if n["exclusive"] and (n["exclusive"] > 1 or n["shared"]):
+                self.violations.append((dev, dict(n)))
+
+    def leave(self, dev, phase):
+        with self._lock:
+            self.inside[dev][phase] -= 1
+
+
+class _GateWithoutExclusivity(DeviceGate):
+    """A broken gate: its timing phase waits for nobody."""
+
+    def acquire_exclusive(self) -> None:
+        return None
+
+    def release_exclusive(self) -> None:
+        return None
+
+
+def _run_gated(gate_cls):
+    """24 tasks on two devices with three slots each; every task compiles ungated, runs its correctness rounds
+    in a shared slot of its device's gate and its timing phase in the exclusive one, as Session does."""
+    gates = {d: gate_cls(shared_max=3) for d in (0, 1)}
+    seen = _Observer(gates)
 
     def run_task(task, dev):
-        time.sleep(0.01)  # "compile", overlapping freely
-        with locks[dev]:  # the exclusive correctness+timing phase, as Session does
-            with guard:
-                busy[dev] += 1
-                peak[dev] = max(peak[dev], busy[dev])
-            time.sleep(0.01)
-            with guard:
-                busy[dev] -= 1
+        time.sleep(0.005)  # "compile", overlapping freely
+        gate = gates[dev]
+        gate.acquire_shared()
+        seen.enter(dev, "shared")
+        time.sleep(0.01)
+        seen.leave(dev, "shared")
+        gate.release_shared()
+        gate.acquire_exclusive()
+        seen.enter(dev, "exclusive")
+        time.sleep(0.005)
+        seen.leave(dev, "exclusive")
+        gate.release_exclusive()
         return [task]
 
     report = run_pull(range(24), [0, 1], 3, run_task, lambda t, r: None)
-    assert report.done == 24 and peak == {0: 1, 1: 1}
-    assert min(report.per_device.values()) >= 6
+    return report, seen
+
+
+def test_one_timing_phase_per_device_with_several_slots():
+    """The scheduler runs three tasks per device at once, and the device's gate keeps each timing phase alone on
+    it: no other timing phase and no correctness round beside it, while correctness rounds do share the device.
+    The exclusivity observed here is the gate's (the test takes no lock of its own around a phase); the broken
+    gate below shows the observer sees a phase that is not alone."""
+    report, seen = _run_gated(DeviceGate)
+    assert report.done == 24 and min(report.per_device.values()) >= 6
+    assert not seen.violations, seen.violations[:5]
+    assert max(seen.shared_peak.values()) >= 2  # the slots really overlapped
+
+
+def test_the_observer_sees_a_timing_phase_that_is_not_alone():
+    _, seen = _run_gated(_GateWithoutExclusivity)
+    assert seen.violations
 
 
 def test_unhealthy_device_is_retired_and_others_finish():
