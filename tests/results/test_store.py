@@ -45,20 +45,52 @@ def test_truncated_last_line_is_reported_not_fatal(tmp_path, capsys):
         read_jsonl(store.path)
 
 
-def _writer(path, k):
+def _writer(path, k, barrier):
+    barrier.wait()  # all writers append at once
     for i in range(50):
         append_jsonl(path, {"job_id": f"{k}-{i}", "pad": "x" * 5000})
 
 
-def test_concurrent_appends_never_interleave(tmp_path):
+def test_concurrent_appends_each_land_as_one_whole_line(tmp_path):
     path = tmp_path / "results.jsonl"
-    procs = [mp.get_context("spawn").Process(target=_writer, args=(path, k)) for k in range(4)]
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(4)
+    procs = [ctx.Process(target=_writer, args=(path, k, barrier)) for k in range(4)]
     for p in procs:
         p.start()
     for p in procs:
         p.join()
-    rows = read_jsonl(path)
+    rows = read_jsonl(path)  # raises on a line that is not one whole record
     assert len(rows) == 200 and len({r["job_id"] for r in rows}) == 200
+    writers = [r["job_id"].split("-")[0] for r in rows]
+    assert sum(a != b for a, b in zip(writers, writers[1:])) > 3  # the writers really overlapped
+
+
+def _append_one(path, started):
+    started.set()
+    append_jsonl(path, {"job_id": "late"})
+
+
+def test_an_append_waits_for_the_file_lock(tmp_path):
+    """A writer holding the results file's lock (another run appending, ``kernelgate merge``) keeps every other
+    append out until it lets go: the append is locked, not merely a single write."""
+    import fcntl
+    import time
+
+    path = tmp_path / "results.jsonl"
+    append_jsonl(path, {"job_id": "first"})
+    with open(path, "a") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        ctx = mp.get_context("spawn")
+        started = ctx.Event()
+        proc = ctx.Process(target=_append_one, args=(path, started))
+        proc.start()
+        assert started.wait(60)
+        time.sleep(0.5)  # an unlocked append would have landed by now
+        assert proc.is_alive() and [r["job_id"] for r in read_jsonl(path)] == ["first"]
+        fcntl.flock(held.fileno(), fcntl.LOCK_UN)
+    proc.join(30)
+    assert proc.exitcode == 0 and [r["job_id"] for r in read_jsonl(path)] == ["first", "late"]
 
 
 def test_unknown_field_is_a_clear_error():

@@ -190,16 +190,20 @@ def test_concurrent_client_processes_share_identical_tasks_and_lose_nothing(tmp_
     assert {ln["candidate"].split("__")[1][:-3] for ln in lines} == all_ids
 
 
-def test_problem_source_is_loaded_outside_the_server_when_allowed(server):
+def test_problem_source_is_loaded_outside_the_server_when_allowed(server, tmp_path):
     problem = (ROOT / "problems" / "elementwise" / "gelu.py").read_text()
+    marker = tmp_path / "loaded-by"
     with client(server.url) as c:
         r = c.post("/v1/tasks", json={"source": GELU, "problem_source": problem, "problem": "my_gelu"})
         assert r.status_code == 202, r.text
         v = c.get(f"/v1/tasks/{r.json()['task_id']}", params={"wait_s": 20}).json()
         assert v["problem_id"] == "my_gelu" and v["statuses"] == {"smoke": "PASSED"}
-        bad = c.post("/v1/tasks", json={"source": GELU, "problem_source": "import os\nraise SystemExit(3)\n"})
+        source = f"import os\nopen({str(marker)!r}, 'a').write(f'{{os.getpid()}}\\n')\nraise SystemExit(3)\n"
+        bad = c.post("/v1/tasks", json={"source": GELU, "problem_source": source})
         assert bad.status_code == 422 and _err(bad)["field"] == "problem_source"
         assert "not a usable problem file" in _err(bad)["message"]
+    pids = {int(x) for x in marker.read_text().split()}
+    assert pids and server.proc.pid not in pids  # the file ran, in a process that is not the service's
 
 
 def test_example_rl_client_runs_against_a_server(server):
