@@ -1,4 +1,4 @@
-# Sourced by the device scripts (tools/device_run.sh, tools/device_bench.sh), from the repo root,
+# Sourced by the device scripts (tools/device/*.sh), from the repo root,
 # with OUT set: puts the carried TileLang bundle (.device/tl_site.tar.xz) and the repo on the
 # path, points KernelGate's cache into $OUT, and writes $OUT/environment.txt (date, GPUs, driver,
 # clocks, versions, CPU count, the calibrated ceilings of GPU 0).

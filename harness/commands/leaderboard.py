@@ -20,23 +20,31 @@ examples:
   kernelgate leaderboard                                  # runs/latest
   kernelgate leaderboard --results runs/h200
   kernelgate leaderboard --results runs/h200 runs/h200-v2/results.jsonl --by category
-  kernelgate leaderboard --results runs/h200 --out leaderboards/h200.json
+  kernelgate leaderboard --results runs/h200 --out runs/h200/leaderboard.json --markdown runs/h200/leaderboard.md
+  kernelgate leaderboard --results evidence/h200-results/2026-12-03-8448562/suite_results.jsonl.gz \
+      --out leaderboards/h200.json --markdown leaderboards/h200.md     # the committed leaderboard
 """
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
-    from harness.jsonio import dumps
-    from harness.report.leaderboard import build_leaderboard, format_leaderboard, write_leaderboard
+    from harness.jsonio import atomic_write_text, dumps
+    from harness.report.escape import terminal
+    from harness.report.leaderboard import (
+        build_leaderboard, format_leaderboard, format_leaderboard_markdown, write_leaderboard,
+    )
 
     results = load_results_or_exit(args.results)
     lb = build_leaderboard(results, source=" ".join(results_paths(args)))
     if args.json:
         print(dumps(lb, indent=True))
     else:
-        print(format_leaderboard(lb, by=args.by))
+        print(terminal(format_leaderboard(lb, by=args.by)))
     if args.out:
         path = write_leaderboard(args.out, lb)
         print(f"leaderboard written to {path}", file=sys.stderr)
+    if args.markdown:
+        atomic_write_text(args.markdown, format_leaderboard_markdown(lb))
+        print(f"leaderboard table written to {args.markdown}", file=sys.stderr)
     return 0
 
 
@@ -49,5 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_results_arg(p)
     p.add_argument("--by", choices=("category",), help="also show one row per category under each generator")
     p.add_argument("--out", metavar="FILE.json", help="write the leaderboard JSON here (atomic), e.g. leaderboards/h200.json")
+    p.add_argument("--markdown", metavar="FILE.md", help="write the ranking table in Markdown here (atomic), with one "
+                   "row per category under each generator, e.g. leaderboards/h200.md")
     p.add_argument("--json", action="store_true", help="print the leaderboard JSON instead of the table")
     p.set_defaults(func=cmd_leaderboard)

@@ -54,6 +54,7 @@ from harness.jsonio import dumps, loads, write_json
 from harness.records import JobResult, Status
 from harness.report import metrics as M
 from harness.report._text import fmt, pct, table
+from harness.report.escape import md_code, md_text
 
 SCHEMA = "kernelgate.leaderboard/1"
 
@@ -86,6 +87,7 @@ def _row(r: JobResult, env_index: int) -> dict:
         "category": r.category, "workload": r.workload, "dtype": r.dtype, "dsl": r.dsl, "status": r.status.value,
         "verdict": M.verdict_of(r), "borderline": bool(s.borderline) if s is not None else False,
         "t_kernel_ms": M.t_kernel_ms(r), "t_library_ms": M.t_library_ms(r), "t_floor_ms": M.t_floor_ms(r),
+        "host_times_ms": list(M.host_times_ms(r) or ()) or None,
         "E_lib": M.e_lib_of(r), "U_roof": M.u_roof_of(r), "U_roof_library": M.u_roof_library_of(r),
         "bound": s.bound if s is not None else None, "S": M.score_of(r),
         "diagnostics": sorted({str(d.get("rule", "?")) for d in r.diagnostics}),
@@ -312,6 +314,35 @@ def _cells(name: str, agg: dict, rank: str) -> list[str]:
             fmt(agg["geomean_e_lib"]), fmt(agg["geomean_u_roof"]), fmt(agg["mean_s"], ".3f"), _verdict_text(agg["verdicts"])]
 
 
+def format_leaderboard_markdown(lb: dict) -> str:
+    """The leaderboard as Markdown, for a committed ``leaderboards/*.md`` beside its JSON: the ranking table with
+    one row per category under each generator (the columns of :func:`format_leaderboard`), then the ranking rule,
+    the thresholds, the inputs and the warnings. Every cell passes through :func:`md_text` (generator names are
+    the submitters')."""
+    gens = {g["label"]: g for g in lb["generators"]}
+    headers = ["rank", "generator@version", "cands", "problems ok", "correct", "compiled-only",
+               *[f"fast_{_fast_key(p)}" for p in M.FAST_P], "E_lib gm", "U_roof gm", "mean S", "verdicts (records)"]
+    rows = []
+    for e in lb["ranking"]:
+        g = gens[e["label"]]
+        row = [md_text(c) for c in _cells(e["label"], g["overall"], str(e["rank"]))]
+        rows.append([row[0], f"**{row[1]}**", *row[2:]])
+        for cat, agg in g["by_category"].items():
+            row = [md_text(c) for c in _cells(cat, agg, "")]
+            rows.append([row[0], f"&nbsp;&nbsp;{row[1]}", *row[2:]])
+    th, inputs = lb["thresholds"], lb["inputs"]
+    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join("---" for _ in headers) + " |"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    lines += ["", f"Ranking: {md_text(lb['ranking_rule'])}.", "",
+              f"Thresholds ({md_text(th.get('source'))}): tau_lib {th.get('tau_lib')}, tau_roof {th.get('tau_roof_memory')} "
+              f"memory-bound / {th.get('tau_roof_compute')} compute-bound.", "",
+              f"{inputs['n_records']} record(s) from {len(inputs['run_ids'])} run(s)"
+              + (f", {inputs['n_superseded']} superseded record(s) ignored" if inputs["n_superseded"] else "")
+              + (f"; source: {md_code(inputs['source'])}" if inputs["source"] else "") + "."]
+    lines += [f"* warning: {md_text(w)}" for w in lb["warnings"]]
+    return "\n".join(lines) + "\n"
+
+
 def format_leaderboard(lb: dict, by: str | None = None) -> str:
     """The leaderboard as a text table; ``by="category"`` adds one row per category under each generator."""
     if by not in (None, "category"):
@@ -337,4 +368,4 @@ def format_leaderboard(lb: dict, by: str | None = None) -> str:
     if any(g["overall"]["n_cpu_path"] for g in lb["generators"]):
         lines.append(f"cpu-path: {M.CPU_PATH_NOTE} (E_lib, U_roof and S are not shown for these records)")
     lines += [f"warning: {w}" for w in lb["warnings"]]
-    return "\n".join(lines)
+    return terminal("\n".join(lines))  # generator names and warnings are the submitters' text

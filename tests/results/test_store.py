@@ -101,7 +101,7 @@ def test_unknown_field_is_a_clear_error():
 
 
 def test_gzipped_results_read_as_committed_evidence(tmp_path):
-    """Committed device evidence is stored as results.jsonl.gz (leaderboards/h200-*): the reports read it as is."""
+    """Committed device evidence is stored as results.jsonl.gz (evidence/): the reports read it as is."""
     import gzip
 
     store = ResultStore(tmp_path)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The trusted-measurement evidence on one H200, in parts that a device command runs in the order given
-# (plan each command inside 10 minutes; the sums below are the H200 times of session 8):
+# (plan each command inside 10 minutes; each part has a time budget, its default given below):
 #   tests     the GPU tests: pytest -m gpu (timer and calibration, profiler, IPC bounds with a live exporter,
 #             the GPU fixtures, bundled kernels), budget KG_PYTEST_S (default 330 s)
 #   fixtures  every other adversarial fixture (tests/execute/fixtures/{mixed,hostile,exploits}) at smoke size and
@@ -14,7 +14,7 @@
 #             overhead per candidate, and the seq-vs-pipelined repeatability of the medians), KG_BENCH_S (230 s)
 #   trace     the same 10 problems one at a time only, then where each alternating pair's time went
 #             (tools/pair_costs.py: round trips, inputs, kernels, holds), about 2 minutes
-#   part1 = tests fixtures; part2 = suite bench (the session 7 commands)
+#   part1 = tests fixtures; part2 = suite bench
 # KG_PACK=1 packs everything in $OUT into $OUT/evidence.tgz at the end (a device command returns 8 files at most).
 # Usage on the device machine, from the repo root, carrying .device (TileLang):
 #   bash tools/device/trusted_run.sh tests suite      then      bash tools/device/trusted_run.sh fixtures bench
