@@ -85,13 +85,24 @@ class CandidateSource:
 
 
 def _registry(problems: str | os.PathLike | None, overrides: Mapping[str, Any] | None):
+    """The registry of ``problems`` with ``overrides`` (``NAME`` or ``PROBLEM:NAME`` keys, as ``--set``), cached.
+
+    A size that names something no problem has is a ValueError (with a did-you-mean), as in the CLI: the
+    problem would otherwise run at its own size.
+    """
     from harness.problems.registry import BUNDLED_PROBLEMS, load_registry
+    from harness.problems.sizes import override_mistakes, overrides_from_mapping
 
     root = Path(problems).resolve() if problems else BUNDLED_PROBLEMS
-    key = (str(root), tuple(sorted((overrides or {}).items())))
+    key = (str(root), tuple(sorted((str(k), repr(v)) for k, v in (overrides or {}).items())))
     with _REGISTRY_LOCK:
         if key not in _REGISTRIES:
-            _REGISTRIES[key] = load_registry(root, overrides=dict(overrides or {}))
+            ov = overrides_from_mapping(dict(overrides or {}))
+            reg = load_registry(root, overrides=ov)
+            mistakes = override_mistakes(ov, reg)
+            if mistakes:
+                raise ValueError("overrides: " + "; ".join(mistakes))
+            _REGISTRIES[key] = reg
         return _REGISTRIES[key]
 
 
@@ -103,8 +114,10 @@ def resolve_problem(problem: ProblemRef, *, problems: str | os.PathLike | None =
     if isinstance(problem, Problem):
         return problem
     if isinstance(problem, os.PathLike) or (isinstance(problem, str) and problem.endswith(".py")):
+        from harness.problems.sizes import overrides_from_mapping
+
         try:
-            return load_problem(Path(problem), overrides=dict(overrides or {}))
+            return load_problem(Path(problem), overrides=overrides_from_mapping(dict(overrides or {})))
         except ProblemError as exc:
             raise ValueError(f"problem: {exc}") from None
     if not isinstance(problem, str):

@@ -155,6 +155,31 @@ def _source_of(cand: Candidate) -> tuple[bytes | None, str | None]:
     return data, None
 
 
+SOURCES_DIR = "sources"
+"""``OUT/sources/<sha256>.py``: the code each candidate ran, kept beside its records (see :func:`keep_source`)."""
+
+
+def kept_source_path(out_dir: Path, sha256: str) -> Path:
+    """Where :func:`keep_source` keeps the code whose sha256 is ``sha256`` for the results folder (or file) ``out_dir``."""
+    from harness.results.store import results_path
+
+    return results_path(out_dir).parent / SOURCES_DIR / f"{sha256}.py"
+
+
+def keep_source(out_dir: Path, data: bytes) -> Path:
+    """Keep ``data`` (the code a candidate ran, as hashed into its records' ``candidate_sha256``) in ``out_dir``.
+
+    Content-addressed and written once (atomically), so ``kernelgate prompt --feedback OUT`` finds the previous
+    code from any working directory, and a submission folder moved or edited after the run does not matter.
+    """
+    from harness.jsonio import atomic_write_text
+
+    path = kept_source_path(out_dir, hashlib.sha256(data).hexdigest())
+    if not path.exists():
+        atomic_write_text(path, data.decode("utf-8"))
+    return path
+
+
 def unloaded_problem(registry: Registry, *names: str) -> str | None:
     """Why the problem file named like one of ``names`` (its stem) did not load, or None when none failed.
 
@@ -218,6 +243,8 @@ def plan(req: EvalRequest, run_id: str, emit: Callable[[JobResult], None], done:
                 skipped.append(cand.rel_path)
                 continue
             data, problem = _source_of(cand)
+            if data is not None:
+                keep_source(req.out_dir, data)
             if data is None:
                 code = Status.COMPILE_ERROR if problem.startswith(("not valid Python", "a Markdown reply")) \
                     else Status.INVALID_CANDIDATE

@@ -32,6 +32,11 @@ def load_registry_from_args(args: argparse.Namespace, *, quiet: bool = False):
                             precision=getattr(args, "precision", "float32"))
     except FileNotFoundError as exc:
         raise SystemExit(f"kernelgate: error: {exc}")
+    from harness.problems.sizes import override_mistakes
+
+    mistakes = override_mistakes(overrides, reg)
+    if mistakes:
+        raise SystemExit("kernelgate: error: " + "\nkernelgate: error: ".join(mistakes))
     if not quiet:
         for err in reg.errors:
             print(f"warning: problem not loaded: {err}", file=sys.stderr)

@@ -44,6 +44,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
     from harness.candidates.fences import extract_source
     from harness.diagnose.anticheat import scan_source
     from harness.diagnose.lint import format_findings, lint_source
+    from harness.report.escape import terminal
 
     files: list[Path] = []
     for t in args.targets:
@@ -65,13 +66,13 @@ def cmd_lint(args: argparse.Namespace) -> int:
             # an LLM's Markdown reply: lint the code 'kernelgate run' would take out of its fence
             ext = extract_source(src)
             if ext.error is None:
-                print(f"{f}: {ext.note}")
+                print(terminal(f"{f}: {ext.note}"))
                 src, offset, bad_syntax = ext.source, ext.first_line - 1, None
             elif not ext.error.startswith("not valid Python"):
                 bad_syntax = f"{f}: {ext.error}"
         if bad_syntax:
             n_syntax += 1
-            print(bad_syntax)
+            print(terminal(bad_syntax))
             # the anti-cheat scan still reads such a file line by line; the linter has nothing to parse
             findings = [x for x in (scan_source(src, filename=str(f)) if not args.no_anticheat else [])
                         if x.rule != "parse-error"]
@@ -82,9 +83,9 @@ def cmd_lint(args: argparse.Namespace) -> int:
         n_def += sum(x.severity == "defect" for x in findings)
         n_fail += sum(x.severity == "fail" for x in findings)
         if findings:
-            print(format_findings(findings, path=str(f)))
+            print(terminal(format_findings(findings, path=str(f))))
         elif args.verbose and not bad_syntax:
-            print(f"{f}: clean")
+            print(terminal(f"{f}: clean"))
     print(f"\n{len(files)} file(s): {n_syntax} that do not parse, {n_def} likely authoring defect(s), "
           f"{n_fail} anti-cheat failure(s)")
     return 1 if (n_syntax or n_fail or (args.strict and n_def)) else 0

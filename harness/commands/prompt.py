@@ -13,8 +13,9 @@ The prompt carries the problem file, its workloads (shapes, dtypes, tolerances, 
 conventions with a skeleton, and the rules the harness enforces. With --feedback it also shows the
 previous attempt's code, status, verdict, E_lib/U_roof, errors and static diagnostics, for refine loops
 (harness/prompts/feedback.py writes that section; the evaluation service returns the same text). The code
-is the file given by --code, else --candidate or the record's candidate path when it names an existing
-file; it must be the file that was evaluated (same sha256 as the record).
+is the file given by --code, else --candidate when it is a path to the evaluated file, else the copy the
+run kept in its results folder (RESULTS/sources/<sha256>.py), else the record's candidate path; it must
+be the code that was evaluated (same sha256 as the record).
 
 examples:
   kernelgate prompt layernorm --dsl triton
@@ -26,8 +27,16 @@ examples:
 
 
 def _matches(candidate: str, name: str) -> bool:
+    """Whether ``--candidate NAME`` names the record's ``candidate`` (``folder/file.py``): the same path, its file
+    name or stem, or a path (absolute or relative, from any working directory) that ends with it."""
     p = Path(candidate)
-    return name in (candidate, p.name, p.stem)
+    if name in (candidate, p.name, p.stem):
+        return True
+    given = Path(name)
+    if len(given.parts) < 2 and not given.is_absolute():
+        return False
+    parts = Path(str(given.resolve()) if given.exists() else name).parts
+    return len(parts) >= len(p.parts) and tuple(parts[-len(p.parts):]) == p.parts
 
 
 def select_feedback(results, problem_id: str, candidate: str | None, generator: str | None):
@@ -59,22 +68,29 @@ def select_feedback(results, problem_id: str, candidate: str | None, generator: 
     return [by_workload[w] for w in sorted(by_workload)]
 
 
-def previous_source(records, code: str | None, candidate: str | None) -> str | None:
+def previous_source(records, code: str | None, candidate: str | None, results: list[str] | None = None) -> str | None:
     """The evaluated code of ``records`` (one candidate's), checked against their ``candidate_sha256``.
 
     ``code`` (``--code``) must exist and match (the file itself or, for an
     LLM's Markdown reply, the code taken out of its fence: what the run
-    executed, and what is shown), else the command exits with a message;
-    otherwise ``candidate`` and the record's own candidate path are tried as
-    files relative to the working directory, and None (with a note on
-    stderr) is returned when neither is the evaluated file.
+    executed, and what is shown), else the command exits with a message.
+    Otherwise, in order: ``candidate`` as a path (absolute, or relative to the
+    working directory); the copy the run kept in its results folder
+    (``sources/<sha256>.py`` beside each ``results`` file: found from any
+    working directory); the record's own candidate path relative to the
+    working directory. None (with a note on stderr) when none is the evaluated file.
     """
     import hashlib
 
     from harness.candidates.fences import extract_source
+    from harness.pipeline import kept_source_path
 
     want = records[0].candidate_sha256
-    tries = [Path(code)] if code else [Path(p) for p in (candidate, records[0].candidate) if p]
+    if code:
+        tries = [Path(code)]
+    else:
+        kept = [kept_source_path(Path(r), want) for r in results or ()]
+        tries = [Path(p) for p in (candidate,) if p] + kept + [Path(records[0].candidate)]
     for path in tries:
         if not path.is_file():
             continue
@@ -119,7 +135,7 @@ def cmd_prompt(args: argparse.Namespace) -> int:
         from harness.commands.leaderboard import load_results_or_exit
 
         feedback = select_feedback(load_results_or_exit(args.feedback), problem.id, args.candidate, args.generator)
-        source = previous_source(feedback, args.code, args.candidate)
+        source = previous_source(feedback, args.code, args.candidate, args.feedback)
     elif args.candidate or args.generator or args.code:
         raise SystemExit("kernelgate: error: --candidate/--generator/--code describe the previous attempt: "
                          "add --feedback RESULTS")
@@ -143,7 +159,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="PATH", help="output file (one PROBLEM) or folder (--all); default: print")
     p.add_argument("--feedback", action="append", metavar="RESULTS",
                    help="results folder or file holding the previous attempt (repeatable)")
-    p.add_argument("--candidate", metavar="NAME", help="the previous attempt's candidate file (path, name or stem)")
+    p.add_argument("--candidate", metavar="NAME", help="the previous attempt's candidate file: its path (absolute or "
+                   "relative, from any folder), its folder/file.py as recorded, its file name or its stem")
     p.add_argument("--generator", metavar="GEN[@VERSION]", help="the previous attempt's generator, when names repeat")
     p.add_argument("--code", metavar="FILE", help="the previous attempt's code, shown in the feedback (must be the "
                    "evaluated file: its sha256 is checked against the record); default: --candidate or the record's "

@@ -44,23 +44,41 @@ def _verdict(r) -> str:
 
 
 def summary_table(results) -> str:
-    """One row per record; failures' reasons follow the table, whole (first line), numbered."""
+    """One row per record; failures' reasons follow the table, whole (first line), numbered.
+
+    Times are shown wherever a record has them: a GPU record's medians, and on the CPU path (``--timing``) the
+    host-clock medians marked ``host`` (explained under the table; never a verdict). Candidates' names and error
+    texts are untrusted: :func:`harness.report.escape.terminal` writes their control characters out visibly.
+    """
+    from harness.report import metrics as M
+    from harness.report.escape import terminal
+
     rows, reasons = [], []
+    host = False
     for r in sorted(results, key=lambda r: (r.generator, r.problem_id, r.candidate, r.workload)):
         s = r.screening
         note = ""
         if r.error is not None:
-            reasons.append(f"  [{len(reasons) + 1}] {r.candidate} {r.workload}: {r.error.message.strip().splitlines()[0] if r.error.message.strip() else r.error.type}")
+            first = r.error.message.strip().splitlines()[0] if r.error.message.strip() else r.error.type
+            reasons.append(f"  [{len(reasons) + 1}] {terminal(r.candidate)} {terminal(r.workload)}: {terminal(first)}")
             note = f"[{len(reasons)}]"
+        mark = ""
+        if M.host_times_ms(r) is not None:
+            tk, tl = M.host_times_ms(r)  # type: ignore[misc]
+            host, mark = True, " host"
+        else:
+            tk = r.timing.median_ms if r.timing else None
+            tl = r.library_timing.median_ms if r.library_timing else None
         rows.append([
             r.candidate, r.workload, r.status.value,
-            _fmt(r.library_timing.median_ms if r.library_timing and s else None, ".4g"),
-            _fmt(r.timing.median_ms if r.timing and s else None, ".4g"),
+            _fmt(tl, ".4g") + (mark if tl is not None else ""), _fmt(tk, ".4g") + (mark if tk is not None else ""),
             _fmt(s.e_lib if s else None), _fmt(s.u_roof if s else None), _fmt(s.u_roof_library if s else None),
             _verdict(r), note,
         ])
     out = table(rows, ["candidate", "workload", "status", "t_lib ms", "t_kernel ms", "E_lib", "U_roof", "U_roof lib",
                        "verdict", "why"])
+    if host:
+        out += f"\n\nhost: {M.HOST_CLOCK_NOTE}"
     if reasons:
         out += "\n\nwhy:\n" + "\n".join(reasons)
     return out
@@ -234,12 +252,13 @@ def _derived_outputs(args: argparse.Namespace, ceilings: dict | None) -> None:
 
     everything = load_results(Path(args.out))
     if args.leaderboard:
+        from harness.report.escape import terminal
         from harness.report.leaderboard import build_leaderboard, format_leaderboard, write_leaderboard
 
         lb = build_leaderboard(everything, source=str(Path(args.out) / "results.jsonl"))
         write_leaderboard(Path(args.leaderboard), lb)
         print()
-        print(format_leaderboard(lb))
+        print(terminal(format_leaderboard(lb)))
         print(f"leaderboard written to {args.leaderboard}")
     if args.report:
         from harness.report.html import write_report

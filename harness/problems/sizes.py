@@ -23,6 +23,7 @@ has the constant (a folder of KernelBench files rarely shares one), and
 from __future__ import annotations
 
 import ast
+import difflib
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -81,6 +82,37 @@ def parse_value(text: str) -> SizeValue:
     return text
 
 
+def _split_scope(lhs: str, shown: str) -> tuple[str, str]:
+    """(scope, NAME) of ``NAME`` or ``PROBLEM:NAME``; ValueError naming ``shown`` (the option as written)."""
+    scope, _, key = lhs.rpartition(":")
+    key, scope = key.strip(), scope.strip()
+    if not key.isidentifier():
+        raise ValueError(f"--set {shown!r}: '{key}' is not a Python identifier (a module constant's name)")
+    if ":" in lhs and not scope:
+        raise ValueError(f"--set {shown!r}: nothing before ':'; write PROBLEM:NAME=VALUE with a problem id")
+    return scope, key
+
+
+def overrides_from_mapping(values: dict[str, Any] | None) -> SizeOverrides:
+    """``{"NAME": value, "PROBLEM:NAME": value}`` (the Python API's ``overrides``) as :class:`SizeOverrides`.
+
+    Keys follow ``--set``: ``NAME`` for every problem that has the constant,
+    ``PROBLEM:NAME`` for one problem. Raises ValueError naming the key.
+    """
+    common: dict[str, Any] = {}
+    scoped: dict[str, dict[str, Any]] = {}
+    for lhs, value in (values or {}).items():
+        if not isinstance(lhs, str):
+            raise ValueError(f"overrides: key {lhs!r} is not a string; use 'NAME' or 'PROBLEM:NAME'")
+        scope, key = _split_scope(lhs, f"{lhs}={value!r}")
+        value = tuple(value) if isinstance(value, list) else value
+        if scope:
+            scoped.setdefault(scope, {})[key] = value
+        else:
+            common[key] = value
+    return SizeOverrides(common, scoped)
+
+
 def parse_set_items(items: list[str] | None) -> SizeOverrides:
     """Parse ``--set NAME=VALUE`` and ``--set PROBLEM:NAME=VALUE`` options.
 
@@ -94,12 +126,7 @@ def parse_set_items(items: list[str] | None) -> SizeOverrides:
             raise ValueError(f"--set {item!r}: expected NAME=VALUE or PROBLEM:NAME=VALUE, e.g. --set N=256 "
                              "or --set 19_ReLU:dim=4096")
         lhs, value = item.split("=", 1)
-        scope, _, key = lhs.rpartition(":")
-        key, scope = key.strip(), scope.strip()
-        if not key.isidentifier():
-            raise ValueError(f"--set {item!r}: '{key}' is not a Python identifier (a module constant's name)")
-        if ":" in lhs and not scope:
-            raise ValueError(f"--set {item!r}: nothing before ':'; write PROBLEM:NAME=VALUE with a problem id")
+        scope, key = _split_scope(lhs, item)
         if not value.strip():
             raise ValueError(f"--set {item!r}: no value after '='")
         parsed = parse_value(value)
@@ -108,6 +135,42 @@ def parse_set_items(items: list[str] | None) -> SizeOverrides:
         else:
             common[key] = parsed
     return SizeOverrides(common, scoped)
+
+
+def override_mistakes(overrides: SizeOverrides, registry: Any) -> list[str]:
+    """Every ``--set`` that names something no loaded problem has, as an error message with a did-you-mean.
+
+    ``registry``: a :class:`harness.problems.registry.Registry` loaded with
+    ``overrides``. A mistaken size must stop the run before anything executes:
+    a problem would otherwise run at its own (often full KernelBench) size
+    under a name that says it was resized. Three mistakes:
+
+    * a scoped ``PROBLEM:NAME`` whose PROBLEM is neither a loaded id nor a file stem;
+    * a scoped ``PROBLEM:NAME`` whose problem has no constant NAME (that problem failed to load);
+    * a common ``NAME`` that no loaded problem has (a common name missing from *some*
+      problems is normal over a folder of KernelBench files: those are only warned about).
+    """
+    out: list[str] = []
+    for err in getattr(registry, "errors", ()):
+        field_name, path = str(getattr(err, "field", "")), str(getattr(err, "path", ""))
+        if path == "--set":  # the registry's unknown scope: field is 'SCOPE:NAME'
+            scope, _, name = field_name.partition(":")
+            value = overrides.scoped.get(scope, {}).get(name)
+            out.append(f"--set {field_name}={value!r}: {err.why}; a scoped size names one problem by its id or file "
+                       "stem ('kernelgate problems list' shows the ids)")
+        elif field_name.startswith("--set"):
+            out.append(f"{field_name}: {path}: {err.why}")
+    problems = list(getattr(registry, "problems", {}).values())
+    if problems:
+        sizes = sorted({k for p in problems for w in p.workloads for k in w.params})
+        for name, value in overrides.common.items():
+            if all(name in p.skipped_overrides for p in problems):
+                close = difflib.get_close_matches(name, sizes, n=3, cutoff=0.5)
+                hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+                out.append(f"--set {name}={value!r}: none of the {len(problems)} loaded problem(s) has a constant "
+                           f"'{name}'{hint} (their sizes: {', '.join(sizes[:12]) or 'none'}"
+                           f"{', ...' if len(sizes) > 12 else ''})")
+    return out
 
 
 # --------------------------------------------------------------------------- where names are bound

@@ -16,6 +16,13 @@ Markdown::
     Warnings:           the records' warnings
     <what to do next>
 
+The code shown is what ran: for a source that is a saved Markdown reply,
+the code taken out of its fence (:mod:`harness.candidates.fences`, as the
+engine did), inside one fence of its own. Untrusted text (the candidate's
+name, error messages, tracebacks, warnings) goes through
+:mod:`harness.report.escape`: it cannot close a fence, open HTML or markup,
+or carry terminal control characters into the prompt.
+
 Why each choice: the code is shown because a generator in a refine loop
 needs the exact text it is asked to fix; each error appears once (the engine
 puts a failed round's reason both in ``error`` and ``correctness.detail``, and
@@ -33,6 +40,7 @@ from collections.abc import Sequence
 from pathlib import PurePosixPath
 
 from harness.records import JobResult, Status
+from harness.report.escape import md_code, md_fence, md_text
 
 MAX_ERROR_CHARS = 1500
 """Error messages and tracebacks are cut to this many characters (middle elided)."""
@@ -117,6 +125,20 @@ def _error_entries(recs: Sequence[JobResult]) -> list[dict]:
     return list(entries.values())
 
 
+def evaluated_code(source: str) -> str:
+    """The code that ran for ``source``: the code in its ```python fence when it is a saved Markdown reply
+    (:func:`harness.candidates.fences.extract_source`, the engine's rule), else ``source`` itself."""
+    from harness.candidates.fences import extract_source
+
+    ext = extract_source(source)
+    return ext.source if ext.extracted else source
+
+
+def _indent(block: str) -> str:
+    """A fenced block indented under a list item (blank lines stay blank)."""
+    return "\n".join(f"  {ln}" if ln else "" for ln in block.splitlines())
+
+
 def _diagnostics(recs: Sequence[JobResult]) -> list[str]:
     out, seen = [], set()
     for r in recs:
@@ -125,10 +147,10 @@ def _diagnostics(recs: Sequence[JobResult]) -> list[str]:
             if key in seen:
                 continue
             seen.add(key)
-            sev = f" ({d['severity']})" if d.get("severity") else ""
+            sev = f" ({md_text(d['severity'])})" if d.get("severity") else ""
             line = f" line {d['line']}" if d.get("line") else ""
-            hint = f" Fix: {d['hint']}" if d.get("hint") else ""
-            out.append(f"- [{d.get('rule', '?')}]{sev}{line}: {d.get('message', '')}{hint}")
+            hint = f" Fix: {md_text(d['hint'])}" if d.get("hint") else ""
+            out.append(f"- [{md_text(d.get('rule', '?'))}]{sev}{line}: {md_text(d.get('message', ''))}{hint}")
     return out
 
 
@@ -156,31 +178,39 @@ def feedback_text(records: JobResult | Sequence[JobResult], *, source: str | Non
         raise ValueError(f"feedback records are of several candidates ({sorted({r.candidate for r in recs})}); "
                          "pass one candidate's records")
     recs = sorted(recs, key=lambda r: r.workload)
-    out = [f"## Your previous attempt (`{recs[0].candidate}`, {M.record_label(recs[0])})", ""]
+    out = [f"## Your previous attempt ({md_code(recs[0].candidate)}, {md_text(M.record_label(recs[0]))})", ""]
     if source is not None:
-        out += ["```python", _clip(source, MAX_SOURCE_CHARS).rstrip("\n"), "```", ""]
+        out += [md_fence(_clip(evaluated_code(source), MAX_SOURCE_CHARS), "python"), ""]
+    host = [r for r in recs if M.host_times_ms(r) is not None]
     out += ["| workload | status | verdict | t_kernel ms | t_library ms | E_lib | U_roof | bound |",
             "|---|---|---|---|---|---|---|---|"]
     for r in recs:
-        out.append(f"| {r.workload} | {r.status.value} | {M.verdict_of(r)} | {_fmt(M.t_kernel_ms(r), '.4g')} | "
-                   f"{_fmt(M.t_library_ms(r), '.4g')} | {_fmt(M.e_lib_of(r))} | {_fmt(M.u_roof_of(r))} | "
+        tk, tl = M.shown_times_ms(r)
+        out.append(f"| {md_text(r.workload)} | {r.status.value} | {M.verdict_of(r)} | {_fmt(tk, '.4g')} | "
+                   f"{_fmt(tl, '.4g')} | {_fmt(M.e_lib_of(r))} | {_fmt(M.u_roof_of(r))} | "
                    f"{r.screening.bound if r.screening is not None else '-'} |")
-    reasons = [f"- {r.workload}: {r.screening.reason}" for r in recs if r.screening is not None and r.screening.reason]
+    if host:
+        out += ["", f"Times of {', '.join(md_text(r.workload) for r in host)}: {M.HOST_CLOCK_NOTE}."]
+    reasons = [f"- {md_text(r.workload)}: {r.screening.reason}" for r in recs  # the harness's own text
+               if r.screening is not None and r.screening.reason]
     if reasons:
         out += ["", "Screening:"] + reasons
     errors = _error_entries(recs)
     if errors:
         out += ["", "Errors:"]
         for e in errors:
-            out.append(f"- {', '.join(e['workloads'])}: `{e['type']}`: {e['message']}")
+            lines = e["message"].splitlines() or [""]
+            out.append(f"- {md_text(', '.join(e['workloads']))}: {md_code(e['type'])}: {md_text(lines[0])}")
+            if len(lines) > 1:
+                out += ["", _indent(md_fence(e["message"], "text")), ""]
             if e["traceback"]:
-                out += ["", "  ```text"] + [f"  {ln}" if ln else "" for ln in e["traceback"].splitlines()] + ["  ```"]
+                out += ["", _indent(md_fence(e["traceback"], "text"))]
     diags = _diagnostics(recs)
     if diags:
         out += ["", "Static diagnostics:"] + diags
     warnings = sorted({w for r in recs for w in r.warnings})
     if warnings:
-        out += ["", "Warnings:"] + [f"- {w}" for w in warnings]
+        out += ["", "Warnings:"] + [f"- {md_text(w)}" for w in warnings]
     out.append("")
     attempted = [r for r in recs if r.status not in (Status.LOWERED, Status.HARNESS_ERROR)]
     if any(r.status is Status.REWARD_HACK for r in recs):
@@ -199,4 +229,4 @@ def feedback_text(records: JobResult | Sequence[JobResult], *, source: str | Non
     return "\n".join(out) + "\n"
 
 
-__all__ = ["MAX_ERROR_CHARS", "candidate_traceback", "feedback_text"]
+__all__ = ["MAX_ERROR_CHARS", "candidate_traceback", "evaluated_code", "feedback_text"]

@@ -1,9 +1,16 @@
-"""Rendering helpers for numbers and plain text tables (rounding happens only here)."""
+"""Rendering helpers for numbers and plain text tables (rounding happens only here).
+
+Text for the terminal: every cell and every error line passes through
+:func:`harness.report.escape.terminal` (candidates' names and messages are
+untrusted), before widths are measured so the columns still line up.
+"""
 
 from __future__ import annotations
 
 import math
 import textwrap
+
+from harness.report.escape import terminal
 
 
 def fmt(x: float | int | None, spec: str = ".3g") -> str:
@@ -40,7 +47,7 @@ def first_line(text: str | None, width: int, more: str = "") -> list[str]:
     message names the problem; tracebacks and compiler logs that follow it
     are pointed to, not printed.
     """
-    lines = str(text or "").strip().splitlines()
+    lines = terminal(text or "").strip().splitlines()
     if not lines:
         return []
     out = wrap(lines[0], width)
@@ -60,10 +67,11 @@ def table(rows: list[list[str]], headers: list[str], *, wrap_widths: dict[int, i
     wrap_widths = wrap_widths or {}
 
     def cell_lines(i: int, c: object) -> list[str]:
-        text = str(c)
+        text = terminal(c)
         return wrap(text, wrap_widths[i]) if i in wrap_widths else (text.splitlines() or [""])
 
     split = [[cell_lines(i, c) for i, c in enumerate(r)] for r in rows]
+    headers = [terminal(h) for h in headers]
     widths = [len(h) for h in headers]
     for r in split:
         for i, lines in enumerate(r):

@@ -44,6 +44,7 @@ from collections import defaultdict
 from harness.records import JobResult, Status
 from harness.report import metrics as M
 from harness.report._text import first_line, fmt, table
+from harness.report.escape import terminal
 
 SCHEMA = "kernelgate.compare/1"
 ERROR_WIDTH = 110
@@ -304,7 +305,7 @@ def format_comparison(d: dict) -> str:
     for name in ("improved", "regressed", "mixed"):
         lines.append(f"{name}: {', '.join(d[name]) or '-'}")
     lines.append(f"rule: {d['rule']} (min_effect {d['min_effect']:g}, {d['n_boot']} bootstrap replicates, seed {d['seed']})")
-    return "\n".join(lines)
+    return terminal("\n".join(lines))
 
 
 VERSIONS_RULE = (

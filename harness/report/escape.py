@@ -33,9 +33,10 @@ import re
 
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 """C0 and C1 controls (but newline and tab), DEL, and the Unicode bidirectional marks and overrides."""
-_MD_SPECIAL = re.compile(r"([\\`*\[\]|~])")
-"""Backslash, code, emphasis, link/image brackets, table pipe, strikethrough. ``_`` is left alone: GFM does not
-emphasise inside words, and names such as ``conv2d_3x3`` stay readable in the raw file."""
+_MD_SPECIAL = re.compile(r"([\\`*|~]|\](?=[(\[:]))")
+"""Backslash, code, emphasis, table pipe, strikethrough, and a ``]`` that would end a link or image's text
+(``[t](url)``, ``[t][ref]``, ``[t]: url``). Other brackets and ``_`` are left alone: ``[3, 7]`` in a message or
+``conv2d_3x3`` in a name (GFM does not emphasise inside words) stay readable in the raw file."""
 _BACKTICKS = re.compile(r"`+")
 
 

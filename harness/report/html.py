@@ -9,7 +9,10 @@ and renders two templates from ``harness/report/templates``:
   and diagnostics are untrusted text;
 * ``report.md`` -- the same tables in Markdown; its charts are written beside
   it as ``roofline.png`` and ``fast_p.png`` (Markdown viewers do not show data
-  URIs).
+  URIs). Every text that is not the template's own goes through the ``md``
+  or ``mdcode`` filter (:mod:`harness.report.escape`): a candidate's error
+  message holding ``<script>`` or ``|`` is shown as text, never as HTML or a
+  broken table.
 
 Sections: leaderboard, charts (roofline with the flagged kernels labelled and
 every point named in a hover title, fast_p), per category, per problem, the
@@ -117,6 +120,13 @@ def _first_line(text: str | None) -> str:
     return line[:cut if cut > 0 else ERROR_SUMMARY_CHARS] + " ..."
 
 
+def _time(gpu_ms: float | None, host_ms: list | None, k: int) -> str:
+    """A time cell: the GPU median, else a CPU-path host-clock median marked ``host`` (:data:`metrics.HOST_CLOCK_NOTE`)."""
+    if gpu_ms is None and host_ms:
+        return f"{fmt(host_ms[k], '.4g')} host"
+    return fmt(gpu_ms, ".4g")
+
+
 def _entry(i: int, e: dict) -> dict:
     cpu = e["cpu_path"]
     verdict = _verdict_text(e["verdict"])
@@ -127,7 +137,8 @@ def _entry(i: int, e: dict) -> dict:
         "id": f"rec-{i}", "label": f"{e['generator']}@{e['version']}", "candidate": e["candidate"],
         "problem": e["problem"], "category": e["category"], "workload": e["workload"], "status": e["status"],
         "cls": _status_class(e["status"]), "verdict": verdict, "cpu_path": cpu,
-        "t_kernel": fmt(e["t_kernel_ms"], ".4g"), "t_library": fmt(e["t_library_ms"], ".4g"),
+        "t_kernel": _time(e["t_kernel_ms"], e.get("host_times_ms"), 0),
+        "t_library": _time(e["t_library_ms"], e.get("host_times_ms"), 1),
         "e_lib": fmt(e["E_lib"]), "u_roof": fmt(e["U_roof"]), "u_roof_lib": fmt(e["U_roof_library"]),
         "bound": e["bound"] or "-", "s": fmt(e["S"], ".3f"), "diagnostics": ", ".join(e["diagnostics"]) or "-",
         "error_type": e["error"] or "", "error_first": _first_line(message),
@@ -249,6 +260,7 @@ def context(lb: dict, *, title: str, chart_notes: list[str], comparison: dict | 
         "source": inp["source"],
         "warnings": lb["warnings"],
         "cpu_note": M.CPU_PATH_NOTE if cpu_labels else "",
+        "host_note": M.HOST_CLOCK_NOTE if any(e.get("host_times_ms") for e in lb["entries"]) else "",
         "cpu_labels": cpu_labels,
         "agg_headers": AGG_HEADERS,
         "fast_p_labels": [f"{p:g}" for p in M.FAST_P],
@@ -295,7 +307,10 @@ def _environment(autoescape: bool):
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=autoescape,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                              keep_trailing_newline=True)
-    env.filters["md"] = lambda s: str(s).replace("|", "\\|").replace("\n", " ")
+    from harness.report.escape import md_code, md_text
+
+    env.filters["md"] = md_text  # report.md: untrusted text as literal Markdown (no HTML, no markup, no cell break)
+    env.filters["mdcode"] = md_code
     env.filters["brk"] = _breakable
     return env
 

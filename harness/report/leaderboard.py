@@ -54,7 +54,7 @@ from harness.jsonio import dumps, loads, write_json
 from harness.records import JobResult, Status
 from harness.report import metrics as M
 from harness.report._text import fmt, pct, table
-from harness.report.escape import md_code, md_text
+from harness.report.escape import md_code, md_text, terminal
 
 SCHEMA = "kernelgate.leaderboard/1"
 

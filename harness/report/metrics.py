@@ -144,6 +144,28 @@ def t_library_ms(r: JobResult) -> float | None:
     return num(r.library_timing.median_ms) if r.library_timing is not None and _perf(r) else None
 
 
+HOST_CLOCK_NOTE = ("host-clock times of the Triton interpreter on the CPU path (kernelgate run --timing): they show "
+                   "the timing protocol ran, not how fast the kernel is on a GPU")
+"""How every output labels the times of a CPU-path record (shown, never ranked, plotted or compared)."""
+
+
+def host_times_ms(r: JobResult) -> tuple[float, float] | None:
+    """(kernel, library) median ms of a CPU-path record that was timed (``--timing``); None otherwise.
+
+    Shown wherever a record's times are shown, labelled with :data:`HOST_CLOCK_NOTE`; never used for E_lib,
+    U_roof, S, a ranking, a chart or a comparison (see the module docstring).
+    """
+    if not is_cpu_path(r) or r.timing is None or r.library_timing is None:
+        return None
+    return num(r.timing.median_ms), num(r.library_timing.median_ms)  # type: ignore[return-value]
+
+
+def shown_times_ms(r: JobResult) -> tuple[float | None, float | None]:
+    """The (kernel, library) times a table shows for ``r``: the GPU medians, else the host-clock ones, else None."""
+    host = host_times_ms(r)
+    return host if host is not None else (t_kernel_ms(r), t_library_ms(r))
+
+
 def t_floor_ms(r: JobResult) -> float | None:
     s = screening_of(r)
     return num(s.t_floor_ms) if s is not None else None

@@ -131,3 +131,36 @@ def test_single_file_keeps_the_strict_error():
 def test_malformed_set_options(item, match):
     with pytest.raises(ValueError, match=match):
         parse_set_items([item])
+
+
+@pytest.mark.parametrize("item,says", [
+    ("19_Relu:dim=1024", r"--set 19_Relu:dim=1024: no problem '19_Relu' is loaded; did you mean '19_ReLU'\?"),
+    ("19_ReLU:dmi=1024", r"--set 19_ReLU:dmi: .*19_ReLU.py: the module has no constant 'dmi'; it has \['batch_size', 'dim'\]"),
+    ("batch_szie=4", r"--set batch_szie=4: none of the \d+ loaded problem\(s\) has a constant 'batch_szie'; "
+                     r"did you mean 'batch_size'"),
+])
+def test_a_set_that_names_nothing_stops_the_cli_before_anything_runs(item, says, capsys):
+    """Was a warning: '--set 19_Relu:dim=1024' ran KernelBench's full size (a 7 GB worker, TIMEOUT after 420 s)."""
+    from harness.cli import main
+
+    with pytest.raises(SystemExit, match=says) as exc:
+        main(["problems", "list", "--problems", str(KB), "--set", item])
+    assert exc.value.code not in (0, None)
+
+
+def test_a_set_that_applies_somewhere_still_runs(capsys):
+    from harness.cli import main
+
+    assert main(["problems", "list", "--problems", str(KB), "--set", "19_ReLU:dim=1024", "--set", "batch_size=4"]) == 0
+    assert "--set batch_size=4 not applied to 1 of" in capsys.readouterr().err  # over a folder: a warning, as before
+
+
+def test_the_api_refuses_the_same_mistakes_and_takes_scoped_keys():
+    from harness.api import resolve_problem
+
+    with pytest.raises(ValueError, match="did you mean '19_ReLU'"):
+        resolve_problem("19_ReLU", problems=KB, overrides={"19_Relu:dim": 1024})
+    with pytest.raises(ValueError, match="did you mean 'dim'"):
+        resolve_problem("19_ReLU", problems=KB, overrides={"dmi": 1024})
+    prob = resolve_problem("19_ReLU", problems=KB, overrides={"19_ReLU:dim": 1024})
+    assert prob.workloads[0].params["dim"] == 1024

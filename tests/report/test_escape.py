@@ -31,7 +31,8 @@ def test_markdown_text_is_literal():
     assert "&lt;script&gt;" in out and "&lt;img src=x" in out
     assert "\n" not in out  # a table row or list item stays one line
     assert "|" not in out.replace("\\|", "")  # every pipe escaped: the cell is not split
-    assert "\\`code\\`" in out and "\\*em\\*" in out and "\\[link\\]" in out and "!\\[img\\]" in out
+    assert "\\`code\\`" in out and "\\*em\\*" in out and "[link\\](" in out and "![img\\](" in out
+    assert md_text("worst at [3, 7]") == "worst at [3, 7]" and md_text("[a][b]") == "[a\\][b]"
     assert "\\~\\~strike\\~\\~" in out
     assert md_text("triton-reference/conv2d_3x3.py") == "triton-reference/conv2d_3x3.py"  # names stay readable
     assert md_text("a\nb", newlines="<br>") == "a<br>b"
