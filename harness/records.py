@@ -456,6 +456,9 @@ class JobResult:
     attempts: int = 1
     """2 when the first attempt failed for a reason the candidate may not have caused (an out-of-memory or a
     dead worker while sharing the GPU) and the candidate was run again alone; the record is the second's."""
+    client: str | None = None
+    """The authenticated client of ``kernelgate serve`` that submitted the candidate (its tokens-file name; the
+    service sets it, a client cannot); None for records of ``kernelgate run`` and the Python API."""
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
