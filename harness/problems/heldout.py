@@ -1,0 +1,277 @@
+"""Held-out shapes: sizes beside a workload's public one, derived from the problem file's own size constants.
+
+A kernel can be right at the one shape it was shown and wrong at every other (a row sum over unmasked 256-wide
+tiles, a grid computed from the public shape, a kernel that asserts it). KernelBench's semantics allow a kernel
+specialised to its one shape, so a held-out shape never changes a workload's own verdict by default; its result is
+reported beside it (``JobResult.heldout``; ``--heldout-gate`` makes it gate PASSED).
+
+Which constants are sizes (:func:`extents`): the module-level constants assigned a literal number (or a tuple of
+numbers: each component on its own) in the file, so a constant computed from others is recomputed rather than
+varied (:mod:`harness.problems.sizes`), and only those that are an *extent*: set one higher, on meta tensors, some
+dimension of an input grows and none shrinks (``N`` when an input is ``randn(2 * N, 3)``), or, for a constant only
+the constructor reads (``out_channels``), the inputs stay and some dimension of an output goes from its value to
+one more. ``dim = 1`` (which axis to reduce), a kernel size, a stride or a padding do neither and keep their
+value: they are the problem's structure, not its size.
+
+Which values (:func:`boundary_values`), for an extent of public value ``v``: one less and one more, the primes
+below and above, and smaller and larger ones off every power of two (``v // 2 + 1``, ``v + v // 2 + 1``) -- none
+a multiple of a common tile size unless ``v`` is tiny. A held-out shape moves every extent at once: each extent,
+in an order drawn from the run's secret seed, takes the first of its values (also in a drawn order) with which
+the module still builds and runs on meta tensors, with the extents already chosen, and whose inputs and outputs
+take at most :data:`MAX_GROWTH` times the public workload's bytes; an extent with no such value keeps its public
+one (GroupNorm's channels must stay a multiple of its groups). Shapes are drawn per run from the secret seed, so
+a kernel cannot have been tuned to them; each is then checked for fairness like any workload
+(:mod:`harness.execute.checker.fairness`).
+
+The held-out workloads of a public workload ``W`` are named ``W~heldout-1``, ... and tagged :data:`HELDOUT_TAG` and
+``heldout-of=W``.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import hashlib
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness import astparse
+from harness.problems.problem import Problem, ProblemError, Workload
+
+HELDOUT_TAG = "heldout"
+_OF = "heldout-of="
+MAX_GROWTH = 1.5
+"""A held-out shape's input and output bytes are at most this many times the public workload's."""
+DEFAULT_COUNT = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Extent:
+    """One size a held-out shape may move: a constant, or one component of a tuple constant."""
+
+    name: str
+    position: int | None
+    """The component of a tuple constant, or None for a plain number."""
+    value: int
+
+    def label(self) -> str:
+        return self.name if self.position is None else f"{self.name}[{self.position}]"
+
+
+def is_heldout(w: Workload) -> bool:
+    return HELDOUT_TAG in w.tags
+
+
+def public_of(w: Workload) -> str | None:
+    """The public workload a held-out one belongs to (None for any other workload)."""
+    for t in w.tags:
+        if t.startswith(_OF):
+            return t[len(_OF):]
+    return None
+
+
+def literal_constants(path: str | Path) -> dict[str, Any]:
+    """Module-level names the file assigns a literal int or tuple of ints (the roots every other size follows)."""
+    tree = astparse.parse(Path(path).read_bytes(), filename=str(path))
+    out: dict[str, Any] = {}
+    for stmt in tree.body:
+        if not (isinstance(stmt, ast.Assign) and all(isinstance(t, ast.Name) for t in stmt.targets)):
+            continue
+        try:
+            value = ast.literal_eval(stmt.value)
+        except ValueError:
+            continue
+        sized = (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, tuple) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value))
+        for t in stmt.targets:  # width = height = 16: two roots
+            if sized:
+                out[t.id] = value
+            else:
+                out.pop(t.id, None)  # rebound to something else: not a size
+    return out
+
+
+def _shapes(path: Path, overrides: dict[str, Any]) -> tuple[list, list] | None:
+    """(input shapes, output shapes) of the module at ``overrides``, on meta tensors; None when it fails there."""
+    import warnings
+
+    import torch
+
+    from harness.problems.derive import _build_model
+    from harness.problems.workloads import exec_module
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            module, _ = exec_module(path, overrides)
+            with torch.device("meta"):
+                torch.manual_seed(0)
+                inputs = [x.to("meta") if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
+            model, _, _ = _build_model(module, torch.float32)
+            with torch.no_grad():
+                out = model(*inputs)
+    except Exception:  # noqa: BLE001 - a size the module does not accept
+        return None
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    return ([tuple(x.shape) for x in inputs if isinstance(x, torch.Tensor)],
+            [tuple(o.shape) for o in outs if isinstance(o, torch.Tensor)])
+
+
+def _grew(before: list, after: list, v: int | None) -> bool:
+    """Shapes of the same ranks where no dimension shrank and one grew: by any amount (``v`` None), or from ``v``
+    to ``v + 1``."""
+    if len(before) != len(after):
+        return False
+    hit = False
+    for a, b in zip(before, after):
+        if len(a) != len(b) or any(y < x for x, y in zip(a, b)):
+            return False
+        hit = hit or any((y > x) if v is None else (x == v and y == v + 1) for x, y in zip(a, b))
+    return hit
+
+
+def _with(overrides: dict[str, Any], ext: Extent, value: int, base: dict[str, Any]) -> dict[str, Any]:
+    out = dict(overrides)
+    if ext.position is None:
+        out[ext.name] = value
+    else:
+        cur = list(out.get(ext.name, base[ext.name]))
+        cur[ext.position] = value
+        out[ext.name] = tuple(cur)
+    return out
+
+
+def extents(problem: Problem, workload: Workload) -> list[Extent]:
+    """The sizes of ``workload`` a held-out shape may move (see the module docstring), in the file's order."""
+    path = Path(problem.path)
+    base = {**literal_constants(path), **dict(workload.params)}
+    roots = literal_constants(path)
+    over = dict(workload.overrides)
+    ref = _shapes(path, over)
+    if ref is None:
+        return []
+    out = []
+    for name in roots:
+        value = base.get(name)
+        parts = [(None, value)] if isinstance(value, int) else list(enumerate(value)) if isinstance(value, tuple) else []
+        for pos, v in parts:
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                continue
+            ext = Extent(name, pos, v)
+            got = _shapes(path, _with(over, ext, v + 1, base))
+            if got is not None and (_grew(ref[0], got[0], None) or (ref[0] == got[0] and _grew(ref[1], got[1], v))):
+                out.append(ext)
+    return out
+
+
+def _prime(n: int) -> bool:
+    if n < 2:
+        return False
+    k = 2
+    while k * k <= n:
+        if n % k == 0:
+            return False
+        k += 1
+    return True
+
+
+def boundary_values(v: int) -> list[int]:
+    """Held-out values for an extent of public value ``v``: one less and more, the nearest primes below and above,
+    and ``v // 2 + 1`` and ``v + v // 2 + 1`` (see the module docstring); distinct, positive, never ``v``."""
+    below = next((k for k in range(v - 1, 1, -1) if _prime(k)), None)
+    above = next(k for k in range(v + 1, 2 * v + 3) if _prime(k))
+    vals = [v - 1, v + 1, below, above, v // 2 + 1, v + v // 2 + 1]
+    out: list[int] = []
+    for x in vals:
+        if x is not None and x >= 1 and x != v and x not in out:
+            out.append(x)
+    return out
+
+
+def _rng(base_seed: int, problem: Problem, workload: Workload, index: int) -> random.Random:
+    h = hashlib.sha256(f"kernelgate-heldout|{base_seed}|{problem.id}|{problem.version}|{workload.name}|{index}"
+                       .encode()).digest()
+    return random.Random(int.from_bytes(h[:8], "big"))
+
+
+def draw(problem: Problem, workload: Workload, base_seed: int, index: int, exts: list[Extent],
+         taken: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The overrides of held-out shape ``index`` (1-based), or None when no extent can move (or the shape it gives
+    is one of ``taken``)."""
+    path = Path(problem.path)
+    rng = _rng(base_seed, problem, workload, index)
+    base = {**literal_constants(path), **dict(workload.params)}
+    over = dict(workload.overrides)
+    order = list(exts)
+    rng.shuffle(order)
+    public_bytes = _input_bytes(path, over, workload.dtype)
+    limit = MAX_GROWTH * (public_bytes or 0)
+    moved = False
+    for ext in order:
+        values = boundary_values(ext.value)
+        rng.shuffle(values)
+        for value in values:
+            trial = _with(over, ext, value, base)
+            if trial in taken or _shapes(path, trial) is None:
+                continue
+            if public_bytes is not None and (_input_bytes(path, trial, workload.dtype) or 0) > limit:
+                continue
+            over, moved = trial, True
+            break
+    return over if moved and over not in taken else None
+
+
+def _input_bytes(path: Path, overrides: dict[str, Any], dtype: str) -> int | None:
+    """Bytes of the module's inputs and outputs at ``overrides`` (meta tensors, the workload's dtype)."""
+    from harness.problems.problem import ELEM_BYTES
+
+    shapes = _shapes(path, overrides)
+    if shapes is None:
+        return None
+    n = 0
+    for shape in shapes[0] + shapes[1]:
+        k = 1
+        for s in shape:
+            k *= s
+        n += k
+    return n * ELEM_BYTES.get(dtype, 4)
+
+
+def heldout_workloads(problem: Problem, workload: Workload, base_seed: int, count: int = DEFAULT_COUNT) -> list[Workload]:
+    """``count`` held-out workloads of ``workload`` for the run whose secret seed is ``base_seed`` (fewer when the
+    problem has fewer distinct shapes to offer; none when it has no extent)."""
+    from harness.problems.workloads import build_workload, problem_context
+
+    if count <= 0 or is_heldout(workload):
+        return []
+    exts = extents(problem, workload)
+    if not exts:
+        return []
+    ctx = problem_context(problem)
+    taken: list[dict[str, Any]] = [dict(workload.overrides)]
+    out: list[Workload] = []
+    for index in range(1, count + 1):
+        over = None
+        for attempt in range(3):  # a draw that repeats an earlier shape is drawn again
+            over = draw(problem, workload, base_seed, index + 1000 * attempt, exts, taken)
+            if over is not None:
+                break
+        if over is None:
+            continue
+        taken.append(over)
+        changed = {k: v for k, v in over.items() if workload.overrides.get(k) != v}
+        try:
+            w = build_workload(problem, name=f"{workload.name}~heldout-{index}", set_=over, dtype=workload.dtype,
+                               tags=(HELDOUT_TAG, _OF + workload.name), allow_tf32=workload.allow_tf32, secret=True,
+                               where=f"held-out shape {index} of {workload.name} ({changed})", context=ctx)
+        except ProblemError:
+            continue
+        out.append(dataclasses.replace(w, atol=workload.atol, rtol=workload.rtol))
+    return out
+
+
+def moved_sizes(public: Workload, heldout: Workload) -> dict[str, Any]:
+    """The size constants whose value differs between ``public`` and its held-out ``heldout`` (derived ones too)."""
+    return {k: v for k, v in heldout.params.items() if public.params.get(k) != v}
