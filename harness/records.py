@@ -22,6 +22,8 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+from harness.records_correctness import HeldoutResult, HeldoutShape, ProfileCheck, WorstElement
+
 SCHEMA_VERSION = 2
 """2: trusted timing, kernel attribution, timed-call verification, evidence, secret workloads, sizes, mode."""
 
@@ -167,52 +169,6 @@ class TimingStats:
 
 
 @dataclass(frozen=True, slots=True)
-class WorstElement:
-    """The element of a failed comparison farthest outside its tolerance (or the first NaN/Inf where the reference
-    is finite): what a generator needs to find its bug."""
-
-    output: int
-    """Which output of the forward (0 for a single tensor)."""
-    index: tuple[int, ...]
-    """Its index in the output's shape."""
-    got: float
-    expected: float
-    """The float64 reference's value."""
-    allowed: float | None
-    """The absolute error allowed there; None where no error is (a NaN/Inf where the reference is finite)."""
-
-    def to_dict(self) -> dict:
-        return _dc_to_dict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict | None) -> "WorstElement | None":
-        if d is None:
-            return None
-        _check_keys(cls, d)
-        d = _floats(cls, d)
-        d["index"] = tuple(int(i) for i in d["index"])
-        return cls(**d)
-
-
-@dataclass(frozen=True, slots=True)
-class ProfileCheck:
-    """Whether one value profile (harness.execute.shared.value_profiles) was used for a workload, and why."""
-
-    name: str
-    fair: bool
-    """Used in the rounds and the verified timed calls (harness.execute.checker.fairness)."""
-    reason: str
-
-    def to_dict(self) -> dict:
-        return _dc_to_dict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "ProfileCheck":
-        _check_keys(cls, d)
-        return cls(**d)
-
-
-@dataclass(frozen=True, slots=True)
 class CorrectnessStats:
     """How close the candidate came to the reference over all rounds."""
 
@@ -250,66 +206,6 @@ class CorrectnessStats:
         d["worst"] = WorstElement.from_dict(d.get("worst"))
         d["profiles"] = tuple(ProfileCheck.from_dict(x) for x in d.get("profiles", ()))
         return cls(**d)
-
-
-@dataclass(frozen=True, slots=True)
-class HeldoutShape:
-    """One held-out shape of a workload (harness.problems.heldout) and how the candidate did there."""
-
-    workload: str
-    """Its name, ``<public workload>~heldout-<k>``."""
-    sizes: dict
-    """The size constants whose value differs from the public workload's (derived ones included)."""
-    status: Status | None
-    """The candidate's outcome at this shape; None when it was not judged (``detail`` says why)."""
-    detail: str = ""
-    failed_profile: str | None = None
-    worst: WorstElement | None = None
-    round_profiles: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict:
-        return _dc_to_dict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "HeldoutShape":
-        _check_keys(cls, d)
-        d = dict(d)
-        d["status"] = Status(d["status"]) if d.get("status") is not None else None
-        d["worst"] = WorstElement.from_dict(d.get("worst"))
-        d["round_profiles"] = tuple(d.get("round_profiles", ()))
-        return cls(**d)
-
-
-@dataclass(frozen=True, slots=True)
-class HeldoutResult:
-    """Correctness at held-out shapes, beside a workload's own verdict (README "Correctness protocol")."""
-
-    shapes: tuple[HeldoutShape, ...]
-    gated: bool
-    """Whether a failure here made the workload's own status a failure (``kernelgate run --heldout-gate``)."""
-
-    @property
-    def judged(self) -> int:
-        return sum(1 for s in self.shapes if s.status is not None)
-
-    @property
-    def passed(self) -> int:
-        return sum(1 for s in self.shapes if s.status is Status.PASSED)
-
-    @property
-    def generalizes(self) -> bool | None:
-        """True when every judged shape PASSED, False when one did not, None when none was judged."""
-        return None if not self.judged else self.passed == self.judged
-
-    def to_dict(self) -> dict:
-        return _dc_to_dict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict | None) -> "HeldoutResult | None":
-        if d is None:
-            return None
-        _check_keys(cls, d)
-        return cls(shapes=tuple(HeldoutShape.from_dict(s) for s in d["shapes"]), gated=bool(d["gated"]))
 
 
 @dataclass(frozen=True, slots=True)
