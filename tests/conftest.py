@@ -14,7 +14,7 @@ def _has_gpu() -> bool:
 
 
 SLOW_MODULES = frozenset({
-    # each took 10-160 s on a 2-core machine (pytest --durations, session 8): they start tens of workers
+    # each takes 10-160 s on a 2-core machine (pytest --durations): they start tens of workers
     "execute/test_bundled_cpu.py", "execute/test_adversarial_run.py", "execute/test_exploits.py",
     "execute/test_fault_injection.py", "execute/test_hostile.py", "execute/test_worker_pool.py",
     "execute/test_ray_executor.py", "execute/test_memory_admission_cpu.py", "api/test_api.py",

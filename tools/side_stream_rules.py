@@ -4,12 +4,12 @@
 
 The timing phase times both sides device-wide when the candidate's work seems to outlive its timed stream:
 its median gap from the stream's end event to the device-wide end exceeds the library's by more than
-max(20 us, 10% of its stream time) (:func:`harness.measure.timing.choose_windows`). Under load on the H200
-(session 13) honest kernels crossed that line when the gap was the device-wide end as the host saw it.
+max(20 us, 10% of its stream time) (:func:`harness.measure.timing.choose_windows`). Under load on an H200
+honest kernels crossed that line when the gap was the device-wide end as the host saw it.
 Records keep the scored set's gap statistics in ``phase_s``
 (:func:`harness.measure.timing.tail_gap_stats`); this tool says, per record, which rules fire on them:
 
-* ``net``: the rule in force since session 14: each call's device-wide end less the host's round trip to the
+* ``net``: the rule in force: each call's device-wide end less the host's round trip to the
   idle GPU measured right after it;
 * ``host``: the rule before it (the device-wide end as the host saw it, medians);
 * ``floor``: ``host`` on each side's 10th percentile (a disturbance in part of the set moves the median, not
@@ -17,10 +17,10 @@ Records keep the scored set's gap statistics in ``phase_s``
 * ``pair``: the median over alternating pairs of the candidate's host-seen gap minus the library's.
 
 The ``side us`` column is the profiler's GPU time of the forward's kernels and copies on other streams
-(``kernels.side_us``, since session 14): device-wide windows stand only where it is above 0 (or no profiler ran;
+(``kernels.side_us``): device-wide windows stand only where it is above 0 (or no profiler ran;
 :func:`harness.measure.timing.confirm_side_work`). Records timed device-wide have the stream time estimated as
 their scored median minus their median gap.
-Records without the statistics (before session 13's diagnostics) are counted, not judged.
+Records without the statistics (made by a harness that did not record them) are counted, not judged.
 """
 
 from __future__ import annotations

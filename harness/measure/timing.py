@@ -24,7 +24,7 @@ same way::
   the window. Both sides get the same treatment.
 * The device-wide end is seen through the host (it wakes from the sync,
   then records ``tail``), so ``tail`` is late by one host round trip; under
-  load that round trip grew by 21-61 us on the H200 (session 13) and read as
+  load that round trip grew by 21-61 us on an H200 and read as
   side-stream work. ``idle``, recorded the same way right after with nothing
   left to run, measures that round trip in the same call; the side-stream
   test and device-wide scores use ``tail - idle`` (:func:`choose_windows`).
@@ -52,11 +52,11 @@ MAX_HOLD_US = 5_000.0
 
 QUICK = {"warmup": 3, "reps": 15, "trials": 2, "budget_ms": 2_000.0}
 """``--quick`` on a GPU (and the service's ``quick`` preset): 3 warm-up calls and 30 samples per side, a 2 s
-budget. Was 5 + 40 and 4 s until session 10: the median of the last 30 (or 20) of the 40 samples of session 9's
-two suite runs is as repeatable as that of all 40 (94/102 within 3% either way, median difference 0.15% vs
-0.17%; leaderboards/h200-2026-12-02-s9 run 3), while the GPU's exclusive time is mostly per call (fresh inputs,
-the cache flush, the launch hold: about 2.5 ms per call and side besides the kernel). The 2 s budget bounds the
-slowest defects (80-100 ms a call) to about 20 samples."""
+budget. Why 30: on two whole-suite runs of 40 samples per side on an H200, the median of the last 30 (or 20)
+samples was as repeatable between the runs as the median of all 40 (94/102 within 3% either way, median
+difference 0.15% against 0.17%), while the GPU's exclusive time is mostly per call (fresh inputs, the cache
+flush, the launch hold: about 2.5 ms per call and side besides the kernel). The 2 s budget bounds the slowest
+defects (80-100 ms a call) to about 20 samples."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,8 +221,8 @@ def choose_windows(cand_stream: list[float], cand_device: list[float], lib_strea
     by more than 20 us and 10% of its time, its work ran on after the timed stream's end event (a side
     stream): both sides are scored on those device-wide ends and the returned note says so.
 
-    Bug it stops: with the host's round trip left in, honest kernels under load read 21-61 us of side-stream
-    work and were scored 44-91% slower (H200, leaderboards/h200-2026-12-03-s13).
+    Bug it stops: with the host's round trip left in, honest kernels under load on an H200 read 21-61 us of
+    side-stream work and were scored 44-91% slower.
     """
     net_c = net_device(cand_stream, cand_device, cand_idle)
     net_l = net_device(lib_stream, lib_device, lib_idle)
@@ -239,12 +239,12 @@ def tail_gap_stats(cand_ms: list[float], cand_dev: list[float], lib_ms: list[flo
                    cand_idle: list[float] | None = None, lib_idle: list[float] | None = None) -> dict[str, float]:
     """Seconds from each call's stream end event to its device-wide end (diagnostics ``tail_gap_*``).
 
-    As the host saw it (the rule before session 14): per side the median (``kernel``, ``library``) and the 10th
+    As the host saw it (round trip included): per side the median (``kernel``, ``library``) and the 10th
     percentile (``kernel_p10``, ``library_p10``), and ``pair_extra``, the median over alternating pairs of the
     candidate's gap minus the library's. Without the host's round trip (what
     :func:`choose_windows` compares): ``kernel_net``, ``library_net`` (medians) and per
-    side the round trip itself (``kernel_idle``, ``library_idle``, medians). In session 13's H200 runs honest
-    kernels were scored device-wide under load on the first kind (a median extra gap of 21-61 us).
+    side the round trip itself (``kernel_idle``, ``library_idle``, medians). On an H200 under load, honest
+    kernels' gaps of the first kind exceeded the library's by a median 21-61 us: why the rule compares the second.
     """
     out: dict[str, float] = {}
     gc = [d - c for c, d in zip(cand_ms, cand_dev)]
@@ -271,8 +271,8 @@ def confirm_side_work(cand_ms: list[float], lib_ms: list[float], note: str,
     stream's end event (stream order), so the stream windows are scored.
 
     Bug it stops: an honest TileLang GELU, every kernel on the timed stream, was scored device-wide and 28% slower
-    than in its other run: in all three of its sample sets the host saw its device-wide end 41 us later than
-    the library's (H200, leaderboards/h200-2026-12-03-s14, run 4).
+    than in another run: in all three of its sample sets on an H200 the host saw its device-wide end 41 us later
+    than the library's.
     """
     if note and stream_windows is not None and side_us == 0.0:
         return (stream_windows[0], stream_windows[1],

@@ -31,8 +31,8 @@ vendor's in a profile, so it is classed ``vendor`` (or ``inductor``), and a
 fallback verdict that involves one names it and asks for it to be renamed (a
 leading underscore will do: ``_sm90_gemm_kernel`` is the candidate's).
 
-Why the name rule (found by the red team, with no tampering): the earlier rule
-also took any name that *started with* a reported name plus ``_``. A tiny
+Why the name rule (an attack that needs no tampering): a rule that also took any
+name that *started with* a reported name plus ``_`` was fooled. A tiny
 Triton kernel named ``sm90``, ``sm80`` or ``nvjet``, launched beside torch.mm
 on transposed operands (so that cuBLAS runs a kernel other than the library's
 profiled one), made cuBLAS's ``nvjet_sm90_hsh_...``/``sm80_xmma_gemm_...`` the

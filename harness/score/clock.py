@@ -19,8 +19,8 @@ of its session threads, which waits for the interpreter lock behind the
 other sessions' work, and such a wait only ever adds time. Bug it stops: with
 medians of two batches, one batch slowed by milliseconds scored a 0.13 ms
 TileLang RMSNorm and its library at 1.93 and 1.97 ms per call as host-bound
-in one suite run and at 0.133 ms on its events in the next (H200, session 8,
-run 3). Decision (:func:`judge_clock`)::
+in one suite run on an H200 and at 0.133 ms on its events in the next.
+Decision (:func:`judge_clock`)::
 
     m_c (1 + tol) >= T_c        the events agree: score the events (cold cache, no launch overhead)
     else, enqueue >= T_c (1-tol) host-bound (launch overhead exceeds GPU time): score BOTH sides on
@@ -41,8 +41,8 @@ from dataclasses import dataclass
 
 BASE_TOLERANCE = 0.25
 """Back-to-back calls share L2 and overlap host and GPU work; cold event samples do neither. 25% covers that
-difference for honest kernels on a GPU (measured in the committed H200 runs, leaderboards/h200-2026-12-01-s4
-and -s7)."""
+difference for honest kernels on a GPU: every one of the 306 honest records of the committed H200 suites
+(evidence/h200-results/, evidence/throughput/) was scored on its events under it."""
 MAX_SPREAD_TOLERANCE = 0.25
 """The most the batches' spread adds to the tolerance."""
 CPU_TOLERANCE = 1.0

@@ -48,7 +48,7 @@ RUNS_PER_LANE = 2
 BATCH_MAX = 128
 """Most tasks in one engine run of one lane (``kernelgate serve --batch-max``). Each run fills and drains its
 pipeline (its first records wait for a build, the correctness rounds and the GPU gate; its last ones leave jobs
-idle): session 10's H200 load test had 10-13 s between runs of 64, each 34-40 s long (part of it the pools' warm-ups,
+idle): an H200 load test with runs of 64 had 10-13 s between runs, each 34-40 s long (part of it the pools' warm-ups,
 see harness.execute.parent.local.KeptExecutor), so a burst is run in fewer, longer runs. The cost: a task queued while its
 lane runs waits for that run to end."""
 

@@ -14,8 +14,8 @@ item ends with exactly one record per selected workload.
 Both :mod:`harness.api` and the service (:mod:`harness.serve.dispatcher`)
 call the engine only through this module. Each :meth:`Engine.run` is one
 ``evaluate()`` call. By default that call starts its own checker processes
-and worker pool and stops them at the end (on the H200 host 15-22 s between
-the service's batches, session 9). With ``EngineConfig.keep_executor`` (the
+and worker pool and stops them at the end (15-22 s between the service's batches on an
+H200 host). With ``EngineConfig.keep_executor`` (the
 service's lanes) the checkers, pre-started workers and device gate are kept
 between runs (:class:`harness.execute.parent.local.KeptExecutor`) and stopped by
 :meth:`Engine.close`.
@@ -115,7 +115,7 @@ class EngineConfig:
     problem_paths: tuple[Path, ...] = ()
     """With ``keep_executor``: the problem files the kept executor's pre-started workers are sandboxed for from its
     first run on (the service's registry), so a later batch with other problems shares it instead of replacing it
-    (session 11's H200 load test: 22 s between the first two batches, the executor closed and started again)."""
+    (replacing it cost 22 s between two batches of an H200 load test: the executor closed and started again)."""
 
 
 @dataclass

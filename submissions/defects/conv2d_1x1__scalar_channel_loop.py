@@ -15,10 +15,11 @@ channel (256 times) instead of once per tile of output channels, and each
 loop step waits on its own loads.
 
 Measured by KernelGate on an H200 (``kernelgate run --quick``, the bundled suite
-twice; leaderboards/h200-2026-12-02-s10, run 1; torch 2.11, Triton 3.6),
-workload fp16-128x256x56x56-k256: 6.04 ms against 0.428 ms for PyTorch (14.1x
-slower, E_lib 0.071), 0.0973 ms at the memory-bound roofline floor (U_roof
-0.016): verdict authoring_defect. The second run agreed within 1%.
+at commit 8448562, evidence/h200-results/2026-12-03-8448562; torch 2.11, Triton
+3.6), workload fp16-128x256x56x56-k256: 6.04 ms against 0.427 ms for PyTorch
+(14.1x slower, E_lib 0.071), 0.0985 ms at the memory-bound roofline floor
+(U_roof 0.016): verdict authoring_defect. Two runs at commit 6becf33 on another
+H200 agreed within 2%.
 
 The fix (see ``submissions/triton-reference/conv2d_1x1.py``): treat it as the
 GEMM it is: a program computes a ``BLOCK_K`` output channels x ``BLOCK_P``

@@ -23,13 +23,13 @@ Why it trails cuDNN (the convolution "structural residual"):
   program ordering.
 
 Measured by KernelGate on an H200 (``kernelgate run --quick``, the bundled suite
-twice; leaderboards/h200-2026-12-02-s10, run 1; torch 2.11, Triton 3.6),
-workload fp16-64x128x112x112-k128: 3.25 ms against 0.988 ms for PyTorch (3.3x
-slower, E_lib 0.30), 0.314 ms at the compute-bound roofline floor (U_roof
-0.097): verdict authoring_defect. The second run agreed within 1%. KernelGate
-does not score this gap as a structural residual: that needs U_roof of at
-least 0.25 for a compute-bound workload, and this kernel is about 10x off the
-floor.
+at commit 8448562, evidence/h200-results/2026-12-03-8448562; torch 2.11, Triton
+3.6), workload fp16-64x128x112x112-k128: 3.24 ms against 0.987 ms for PyTorch
+(3.3x slower, E_lib 0.3), 0.326 ms at the compute-bound roofline floor (U_roof
+0.1): verdict authoring_defect. Two runs at commit 6becf33 on another H200
+agreed within 1%. KernelGate does not score this gap as a structural residual:
+that needs U_roof of at least 0.25 for a compute-bound workload, and this kernel
+is about 10x off the floor.
 
 The fix (see ``submissions/triton-reference/conv2d_3x3.py``): transform the
 input to channels-last (or fuse that transform into the load), pre-pack the

@@ -18,10 +18,11 @@ tile of output channels; and the weight is fetched one scalar at a time inside
 the innermost loop.
 
 Measured by KernelGate on an H200 (``kernelgate run --quick``, the bundled suite
-twice; leaderboards/h200-2026-12-02-s10, run 1; torch 2.11, Triton 3.6),
-workload fp16-64x128x112x112-k128: 50.1 ms against 0.988 ms for PyTorch (50.6x
-slower, E_lib 0.020), 0.314 ms at the compute-bound roofline floor (U_roof
-0.0063): verdict authoring_defect. The second run agreed within 1%.
+at commit 8448562, evidence/h200-results/2026-12-03-8448562; torch 2.11, Triton
+3.6), workload fp16-64x128x112x112-k128: 50.1 ms against 0.987 ms for PyTorch
+(50.7x slower, E_lib 0.02), 0.326 ms at the compute-bound roofline floor (U_roof
+0.0065): verdict authoring_defect. Two runs at commit 6becf33 on another H200
+agreed within 1%.
 
 The fix (see ``submissions/triton-reference/conv2d_3x3.py``): an implicit
 GEMM: a program computes a ``BLOCK_M`` pixels x ``BLOCK_N`` output channels

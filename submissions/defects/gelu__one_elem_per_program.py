@@ -13,10 +13,11 @@ block scheduler, not HBM, sets the pace, and each block's one 2-byte load
 fetches a whole sector.
 
 Measured by KernelGate on an H200 (``kernelgate run --quick``, the bundled suite
-twice; leaderboards/h200-2026-12-02-s10, run 1; torch 2.11, Triton 3.6),
-workload fp16-16384x8192: 80.7 ms against 0.172 ms for PyTorch (470x slower,
-E_lib 0.0021), 0.127 ms at the memory-bound roofline floor (U_roof 0.0016):
-verdict authoring_defect. The second run agreed within 1%.
+at commit 8448562, evidence/h200-results/2026-12-03-8448562; torch 2.11, Triton
+3.6), workload fp16-16384x8192: 80.6 ms against 0.172 ms for PyTorch (468x
+slower, E_lib 0.0021), 0.129 ms at the memory-bound roofline floor (U_roof
+0.0016): verdict authoring_defect. Two runs at commit 6becf33 on another H200
+agreed within 1%.
 
 The fix (see ``submissions/triton-reference/gelu.py``): each program handles
 a contiguous ``BLOCK`` of 1024-4096 elements with

@@ -22,11 +22,11 @@ Why it is slower than cuBLAS (the "structural residual", not a blunder):
   no persistent/TMA/warp-specialised schedule of the kind cuBLAS uses.
 
 Measured by KernelGate on an H200 (``kernelgate run --quick``, the bundled suite
-twice; leaderboards/h200-2026-12-02-s10, run 1; torch 2.11, Triton 3.6),
-workload fp16-8192x8192x8192: 3.34 ms against 1.43 ms for PyTorch (2.3x
-slower, E_lib 0.43), 1.46 ms at the compute-bound roofline floor, the
-calibrated fp16 tensor-core peak (U_roof 0.44): verdict structural_residual.
-The second run agreed within 1%.
+at commit 8448562, evidence/h200-results/2026-12-03-8448562; torch 2.11, Triton
+3.6), workload fp16-8192x8192x8192: 3.33 ms against 1.43 ms for PyTorch (2.3x
+slower, E_lib 0.43), 1.51 ms at the compute-bound roofline floor, the calibrated
+fp16 tensor-core peak (U_roof 0.45): verdict structural_residual. Two runs at
+commit 6becf33 on another H200 agreed within 1%.
 
 The fix (see ``submissions/triton-reference/gemm_square.py``): 128 x 128 (or
 128 x 256) tiles with ``BLOCK_K = 64``, 3-4 stages, 8 warps, grouped

@@ -19,10 +19,11 @@ memory-bound with tensor cores; without them it is compute-bound many times
 over.
 
 Measured by KernelGate on an H200 (``kernelgate run --quick``, the bundled suite
-twice; leaderboards/h200-2026-12-02-s10, run 1; torch 2.11, Triton 3.6),
-workload fp16-32768x192x4096: 1.34 ms against 0.0909 ms for PyTorch (14.7x
-slower, E_lib 0.068), 0.0683 ms at the compute-bound roofline floor (U_roof
-0.051): verdict authoring_defect. The second run agreed within 1%.
+at commit 8448562, evidence/h200-results/2026-12-03-8448562; torch 2.11, Triton
+3.6), workload fp16-32768x192x4096: 1.34 ms against 0.0921 ms for PyTorch (14.5x
+slower, E_lib 0.069), 0.0709 ms at the compute-bound roofline floor (U_roof
+0.053): verdict authoring_defect. Two runs at commit 6becf33 on another H200
+agreed within 1%.
 
 The fix (see ``submissions/triton-reference/gemm_tall_skinny.py``):
 ``acc = tl.dot(a, b, acc)`` on tiles of e.g. 128 x 64 (or 128 x 192/256 to

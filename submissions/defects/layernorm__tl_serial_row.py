@@ -15,12 +15,12 @@ cache lines instead of one, and the row is read from memory twice more than
 needed (three passes).
 
 Measured by KernelGate on an H200 (``kernelgate run --quick``, the bundled suite
-twice; leaderboards/h200-2026-12-02-s10, run 1; torch 2.11, TileLang 0.1.15),
-workload fp16-32768x4096: 3.16 ms against 0.201 ms for PyTorch (15.7x slower,
-E_lib 0.064), 0.127 ms at the memory-bound roofline floor (U_roof 0.040):
-verdict authoring_defect. The second run agreed within 1%.
-(KernelBench's original of this pattern was reported >300x slower; the H200's
-large L1 absorbs part of the uncoalesced traffic here.)
+at commit 8448562, evidence/h200-results/2026-12-03-8448562; torch 2.11,
+TileLang 0.1.15), workload fp16-32768x4096: 3.14 ms against 0.202 ms for PyTorch
+(15.5x slower, E_lib 0.064), 0.129 ms at the memory-bound roofline floor (U_roof
+0.041): verdict authoring_defect. Two runs at commit 6becf33 on another H200
+agreed within 1%. (KernelBench's original of this pattern was reported >300x
+slower; the H200's large L1 absorbs part of the uncoalesced traffic here.)
 
 The fix (see ``submissions/tilelang-reference/layernorm.py``): one block per
 row (or a few rows per block), the row loaded once into a fragment with

@@ -13,10 +13,11 @@ threads read 32 different rows), so the load/store unit replays every load
 32 times.
 
 Measured by KernelGate on an H200 (``kernelgate run --quick``, the bundled suite
-twice; leaderboards/h200-2026-12-02-s10, run 1; torch 2.11, TileLang 0.1.15),
-workload fp16-32768x8192: 1.08 ms against 0.294 ms for PyTorch (3.7x slower,
-E_lib 0.27), 0.126 ms at the memory-bound roofline floor (U_roof 0.12):
-verdict authoring_defect. The second run agreed within 1%.
+at commit 8448562, evidence/h200-results/2026-12-03-8448562; torch 2.11,
+TileLang 0.1.15), workload fp16-32768x8192: 1.08 ms against 0.293 ms for PyTorch
+(3.7x slower, E_lib 0.27), 0.13 ms at the memory-bound roofline floor (U_roof
+0.12): verdict authoring_defect. Two runs at commit 6becf33 on another H200
+agreed within 1%.
 
 The fix (see ``submissions/tilelang-reference/max_dim.py``): one block per row
 (or a tile of rows), each thread loading a contiguous vector of the row with

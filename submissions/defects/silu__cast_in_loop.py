@@ -17,10 +17,11 @@ makes ``exp`` a long double-precision software sequence instead of one
 ``ex2.approx`` instruction.
 
 Measured by KernelGate on an H200 (``kernelgate run --quick``, the bundled suite
-twice; leaderboards/h200-2026-12-02-s10, run 1; torch 2.11, Triton 3.6),
-workload fp16-16384x8192: 0.676 ms against 0.139 ms for PyTorch (4.9x slower,
-E_lib 0.21), 0.127 ms at the memory-bound roofline floor (U_roof 0.19):
-verdict authoring_defect. The second run agreed within 1%.
+at commit 8448562, evidence/h200-results/2026-12-03-8448562; torch 2.11, Triton
+3.6), workload fp16-16384x8192: 0.676 ms against 0.139 ms for PyTorch (4.9x
+slower, E_lib 0.21), 0.129 ms at the memory-bound roofline floor (U_roof 0.19):
+verdict authoring_defect. Two runs at commit 6becf33 on another H200 agreed
+within 3%.
 
 The fix (see ``submissions/triton-reference/silu.py``): one flat step per
 program with ``BLOCK`` 1024-4096 and ``num_warps`` 4-8, math in float32

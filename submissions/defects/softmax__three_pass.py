@@ -22,14 +22,15 @@ fp16 inputs, before counting the flat kernel's per-element integer division
 to find its row.
 
 Measured by KernelGate on an H200 (``kernelgate run --quick``, the bundled suite
-twice; leaderboards/h200-2026-12-02-s10, run 1; torch 2.11, Triton 3.6),
-workload fp16-32768x4096: 0.461 ms against 0.421 ms for PyTorch (1.10x
-slower, E_lib 0.91), 0.127 ms at the memory-bound roofline floor (U_roof 0.28):
-verdict authoring_defect. The second run agreed within 1%. PyTorch's own
-softmax is far from the roof at this shape (U_roof 0.30); against the 0.127 ms
-that the minimum traffic takes at the calibrated 4.23 TB/s this kernel is 3.6x
-off. Its E_lib above 0.8 does not change the verdict: a kernel this far from
-the roof that does not beat PyTorch is scored authoring_defect.
+at commit 8448562, evidence/h200-results/2026-12-03-8448562; torch 2.11, Triton
+3.6), workload fp16-32768x4096: 0.461 ms against 0.421 ms for PyTorch (1.10x
+slower, E_lib 0.91), 0.129 ms at the memory-bound roofline floor (U_roof 0.28):
+verdict authoring_defect. Two runs at commit 6becf33 on another H200 agreed
+within 1%. PyTorch's own softmax is far from the roof at this shape (U_roof
+0.31); against the 0.129 ms that the minimum traffic takes at the calibrated
+4.17 TB/s this kernel is 3.6x off. Its E_lib above 0.8 does not change the
+verdict: a kernel this far from the roof that does not beat PyTorch is scored
+authoring_defect.
 
 The fix (see ``submissions/triton-reference/softmax.py``): one fused kernel,
 one program per row: load the row once into registers (or stream it with an

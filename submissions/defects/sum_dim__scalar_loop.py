@@ -12,10 +12,11 @@ nothing to vectorise or pipeline), and a row of 8192 elements costs 8192
 dependent memory round trips. Total parallelism is one warp per row.
 
 Measured by KernelGate on an H200 (``kernelgate run --quick``, the bundled suite
-twice; leaderboards/h200-2026-12-02-s10, run 1; torch 2.11, Triton 3.6),
-workload fp16-32768x8192: 1.83 ms against 0.197 ms for PyTorch (9.3x slower,
-E_lib 0.11), 0.126 ms at the memory-bound roofline floor (U_roof 0.069):
-verdict authoring_defect. The second run agreed within 1%.
+at commit 8448562, evidence/h200-results/2026-12-03-8448562; torch 2.11, Triton
+3.6), workload fp16-32768x8192: 1.83 ms against 0.197 ms for PyTorch (9.3x
+slower, E_lib 0.11), 0.13 ms at the memory-bound roofline floor (U_roof 0.071):
+verdict authoring_defect. Two runs at commit 6becf33 on another H200 agreed
+within 2%.
 
 The fix (see ``submissions/triton-reference/sum_dim.py``): load a vector of
 ``BLOCK`` columns per iteration with ``tl.arange`` (several thousand elements,

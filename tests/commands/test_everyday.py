@@ -1,4 +1,4 @@
-"""Issue #16, "what a new user hits in the first hour": the CLI paths that were wrong, each through ``harness.cli.main``."""
+"""What a new user hits in the first hour: the CLI paths that must be right, each through ``harness.cli.main``."""
 
 from __future__ import annotations
 

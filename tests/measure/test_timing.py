@@ -49,7 +49,7 @@ def test_the_same_sync_gap_keeps_stream_windows():
 
 
 def test_a_slower_host_round_trip_on_one_side_is_not_side_stream_work():
-    """Bug it stops (H200, leaderboards/h200-2026-12-03-s13): under load the candidate's device-wide end, seen
+    """Bug it stops (on an H200): under load the candidate's device-wide end, seen
     through the host, came 21-61 us later than the library's for honest kernels, and both sides were scored
     device-wide (44-91% slower). The round trip measured right after each call is taken out of its gap."""
     stream, idle_c, idle_l = [0.1] * 7, [0.052] * 7, [0.011] * 7
@@ -77,7 +77,7 @@ def test_cpu_config_is_short_and_samples_count():
 
 
 def test_device_wide_windows_stand_only_with_work_on_another_stream():
-    """Bug it stops (H200, leaderboards/h200-2026-12-03-s14 run 4): an honest TileLang GELU, every kernel on the
+    """Bug it stops (on an H200): an honest TileLang GELU, every kernel on the
     timed stream, was scored device-wide (28% slower than its other run) because the host saw its device-wide
     end 41 us after the library's in all three sample sets. Stream order: with no kernel or copy on another
     stream nothing runs after the end event, so the stream windows are scored."""

@@ -1,4 +1,4 @@
-"""Feedback text (harness/prompts/feedback.py) and `kernelgate prompt --feedback` (issue #16 item 8).
+"""Feedback text (harness/prompts/feedback.py) and `kernelgate prompt --feedback`.
 
 The records are shaped as the engine writes them: a failed round's reason is
 both ``error.message`` and ``correctness.detail``, and a runtime error's

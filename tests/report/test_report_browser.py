@@ -3,33 +3,33 @@
 Skipped when ``chromium`` is not on PATH (Debian: ``apt-get install -y
 chromium``). Chromium runs with networking and background services off and a
 throw-away profile, through ``tools/report_screenshot.py`` (the script the
-docs screenshot is taken with), so the test measures what that script does.
+screenshots are taken with), so the test measures what that script does.
 
 Widths: 800 (a narrow window), 1280, 1400 and 1920 CSS pixels. At each, no
 element may be wider than its box (no horizontal scrollbar anywhere, no
 clipped cell) and nothing may reach past the viewport, with every
 ``<details>`` open. Three reports are measured: the synthetic suite (every
-status, four generators, a comparison section) and the committed H200 run
-(bundled submissions plus the adversarial fixtures: 128 records with real
-error texts, warnings and lint findings), and the session-4 H200 run as
-``kernelgate report`` draws it without a ceilings file.
+status, four generators, a comparison section), the committed H200 suite with
+the adversarial fixtures of the same protocol (210 records with real error
+texts, warnings and lint findings) and its calibrated ceilings, and the same
+records as ``kernelgate report`` draws them without ceilings.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
 from synth_results import CEILINGS, suite
 
-from harness.jsonio import loads
 from harness.report.html import write_report
 from harness.results.store import load_results
 
 ROOT = Path(__file__).resolve().parents[2]
-H200 = ROOT / "leaderboards" / "h200-2026-11-30-s2"
-H200_S4 = ROOT / "leaderboards" / "h200-2026-12-01-s4" / "run2-smoke"
+H200 = ROOT / "evidence" / "h200-results" / "2026-12-03-8448562"
+H200_FIXTURES = ROOT / "evidence" / "exploit-fixtures" / "2026-12-03-d69935c"
 WIDTHS = (800, 1280, 1400, 1920)
 
 
@@ -50,20 +50,36 @@ def synthetic_report(tmp_path_factory) -> Path:
     return html
 
 
+def _ceilings(environment: Path) -> dict:
+    """The ceilings `kernelgate calibrate` printed into an evidence folder's environment.txt, as write_report takes
+    them."""
+    out: dict = {"dram_bytes_per_s": None, "peaks_flops_per_s": {}}
+    for line in environment.read_text().splitlines():
+        if m := re.match(r"DRAM bandwidth\s+([\d.]+) TB/s", line):
+            out["dram_bytes_per_s"] = float(m[1]) * 1e12
+        elif m := re.match(r"matmul (\S+)\s+([\d.]+) TFLOP/s", line):
+            out["peaks_flops_per_s"][m[1]] = float(m[2]) * 1e12
+    assert out["dram_bytes_per_s"] and out["peaks_flops_per_s"], environment
+    return out
+
+
+def _h200_results():
+    """The committed H200 suite and the adversarial fixtures of the same protocol (long generator labels such
+    as adversarial-fixtures@1 beside the categories, once 22 px wider than an 800 px window)."""
+    return load_results([H200 / "suite_results.jsonl.gz", H200_FIXTURES / "fixtures_results.jsonl.gz"])
+
+
 @pytest.fixture(scope="module")
 def h200_report(tmp_path_factory) -> Path:
-    results = load_results([H200 / "bundle_results.jsonl", H200 / "fixtures_results.jsonl"])
-    ceilings = loads((H200 / "ceilings.json").read_bytes())
-    html, _ = write_report(results, tmp_path_factory.mktemp("h200"), ceilings=ceilings, n_boot=300)
+    html, _ = write_report(_h200_results(), tmp_path_factory.mktemp("h200"), ceilings=_ceilings(H200 / "environment.txt"),
+                           n_boot=300)
     return html
 
 
 @pytest.fixture(scope="module")
-def h200_s4_report(tmp_path_factory) -> Path:
-    """The session-4 H200 run, as 'kernelgate report' draws it without ceilings: its category table (generator
-    labels such as adversarial-fixtures-gpu@1 beside the category) was 22 px wider than an 800 px window."""
-    results = load_results([H200_S4 / "bundle_results.jsonl", H200_S4 / "fixtures_results.jsonl"])
-    html, _ = write_report(results, tmp_path_factory.mktemp("h200s4"), n_boot=300)
+def h200_no_ceilings_report(tmp_path_factory) -> Path:
+    """The same records as 'kernelgate report' draws them without ceilings."""
+    html, _ = write_report(_h200_results(), tmp_path_factory.mktemp("h200nc"), n_boot=300)
     return html
 
 
@@ -79,7 +95,7 @@ def test_report_renders_in_chromium(synthetic_report, tmp_path):
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-@pytest.mark.parametrize("which", ["synthetic", "h200", "h200_s4"])
+@pytest.mark.parametrize("which", ["synthetic", "h200", "h200_no_ceilings"])
 def test_no_horizontal_overflow(which, width, request):
     html = request.getfixturevalue(f"{which}_report")
     m = TOOL.measure(html, width)
@@ -124,11 +140,11 @@ def test_roofline_points_are_named_under_the_pointer(h200_report, width):
     """Every roofline point has a hover target at its position, on top, whose title names the kernel.
 
     Points that nearly coincide share one target; its title has a line per
-    point, so all 121 timed records and library points are named.
+    point, so every timed record and library point is named.
     """
     targets = TOOL.page_result(h200_report, width, HOVER_JS)
     assert all(t["hit"] for t in targets), [t["title"] for t in targets if not t["hit"]][:5]
     names = [line for t in targets for line in t["title"].splitlines()]
     kernels = [n for n in names if not n.startswith("library")]
-    assert len(kernels) == 102 + 1  # the bundled submissions and the one timed fixture
+    assert len(kernels) == 102 + 4  # the bundled submissions and the four timed fixture records
     assert any(n.startswith("defects@1.0 defects/layernorm__tl_serial_row.py · layernorm") for n in kernels)

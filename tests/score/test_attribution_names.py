@@ -1,9 +1,9 @@
 """Which profiled kernels are the candidate's own (harness.score.attribution's name rule): pure functions, no GPU.
 
 The candidate's kernels are named by the worker's report of the Triton/TileLang kernels it launched, and a
-Triton kernel's name is whatever the candidate calls (or renames) its function. The exploits below came from the
-red team; their kernel names are the ones profiled on the H200 (torch 2.11 + cu130, Triton 3.6) when the two
-fixtures tests/execute/fixtures/exploits/{gemm_square__vendor_kernel_name,gelu__aten_kernel_name}.py ran there.
+Triton kernel's name is whatever the candidate calls (or renames) its function. The exploits below are kernel
+names profiled on an H200 (torch 2.11 + cu130, Triton 3.6) when the two fixtures
+tests/execute/fixtures/exploits/{gemm_square__vendor_kernel_name,gelu__aten_kernel_name}.py ran there.
 The library op's own names (the checker's profile of the plain layout) only need to differ from those.
 """
 

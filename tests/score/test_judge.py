@@ -127,7 +127,7 @@ def test_contention_flags_a_library_slowed_while_the_candidate_lived():
 
 
 def test_a_microsecond_library_slowed_by_starting_neighbours_is_not_blamed():
-    """False accusations it stops (H200, session 9's service load test, smoke workloads, 12 in flight): five honest
+    """False accusations it stops (an H200 service load test, smoke workloads, 12 in flight): five honest
     bundled kernels' libraries ran 3-11x slower while they lived, by 29-46 us, as other workers started beside
     them. Below CONTENTION_HACK_MS nobody is blamed; the record is rescored against the quiet time instead."""
     seen = [(0.043984, 0.006384), (0.051184, 0.004288), (0.035056, 0.007056), (0.069392, 0.023136),
@@ -139,7 +139,7 @@ def test_a_microsecond_library_slowed_by_starting_neighbours_is_not_blamed():
 
 
 def test_a_library_slowed_by_neighbours_is_rescored_not_blamed():
-    """False accusation it stops (H200, session 7): an honest TileLang bmm's library ran 57% slower while it lived
+    """False accusation it stops (on an H200): an honest TileLang bmm's library ran 57% slower while it lived
     (0.138 vs 0.088 ms) because neighbours were starting beside it; its own times were inflated alike. Below 2x
     nobody is blamed: the record is scored against the quiet library time, so a sabotage that small gains nothing."""
     import types
@@ -188,7 +188,7 @@ def test_batch_arithmetic():
 
 def test_one_disturbed_batch_moves_nothing():
     """Bug it stops: the parent's clock read by a thread that waited for the interpreter lock made one of two
-    batches 15x longer, and the median of the two scored a 0.13 ms kernel at 1.9 ms per call (H200, session 8).
+    batches 15x longer, and the median of the two scored a 0.13 ms kernel at 1.9 ms per call (on an H200).
     A wait only adds time: the shortest batch, less the shortest round trip, is the least disturbed."""
     quiet, stalled = [13.3, 180.0], [0.5, 0.4]  # 100 calls of 0.13 ms; the second batch waited 167 ms
     assert per_call(quiet, stalled, 100) == pytest.approx(0.129)
@@ -224,7 +224,7 @@ def test_attribution_classes_and_the_fallback_rule():
 
 
 def test_data_movement_around_an_own_kernel_is_slow_not_a_fallback():
-    """False accusation it stops (H200, session 7): the bundled defect rmsnorm__fp64_promotion casts its input
+    """False accusation it stops (on an H200): the bundled defect rmsnorm__fp64_promotion casts its input
     to float64 and back with PyTorch around its own kernel; the casts were 64-79% of its GPU time and the honest,
     slow kernel was called a library fallback. Copies and casts compute nothing of the op: they are left out of
     the shares, so it is judged on speed. Computing the op with other aten kernels still is a fallback."""

@@ -1,6 +1,6 @@
 """A lane starts its next batch once every task of the running one has begun, and runs at most two at once.
 
-Cost it stops (H200, session 10's load test): each engine run of a lane filled and drained its pipeline on its
+Cost it stops (an H200 load test): each engine run of a lane filled and drained its pipeline on its
 own (the first records waited for builds and correctness rounds, the last ones left jobs idle), and 10-13 s
 passed between one run's last record and the next one's first: the service evaluated 4,619 candidates an hour
 where `kernelgate run` on the same files did 5,172.

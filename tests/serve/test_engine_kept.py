@@ -1,6 +1,6 @@
 """A service lane's engine keeps its executor between runs (EngineConfig.keep_executor, KeptExecutor).
 
-Cost it stops (H200, session 9's load test): every batch of 64 started its own checkers and worker pool, and
+Cost it stops (an H200 load test): every batch of 64 started its own checkers and worker pool, and
 15-22 s passed between one batch's last record and the next one's first. Here, on the CPU path: the second run is
 served by the same checker processes (same pids) and its records are as correct as the first's; a run whose
 device-level options differ gets an executor of its own; close() ends every process the engine kept.
@@ -130,7 +130,7 @@ def test_a_broken_run_closes_the_shared_executor_only_after_the_other_run(tmp_pa
 
 
 def test_a_kept_executor_told_the_services_problems_shares_across_them(tmp_path):
-    """Cost it stops (H200, session 11's load test): the second batch had problems the first executor's workers
+    """Cost it stops (an H200 load test): the second batch had problems the first executor's workers
     were not sandboxed for, so it waited for the first run and replaced the executor (22 s between the runs,
     a fresh pool and fresh checkers). Told every problem of the service up front, the first executor is
     sandboxed for all of them and a batch of other problems shares it at once."""

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # An A/B of the bundled suite on one machine in one command: this working tree's harness against an older
 # commit's, alternating base, head (KG_AB_ROUNDS times), so the machine's drift and its neighbours fall on both.
-# Why: session 11's suite ran 14-19% slower than session 10's on another machine, and whether the machine or the
-# change cost that could not be told apart from two runs on two machines.
+# Why: two suites on two machines, at two commits, cannot tell the machine's speed from the change's cost.
 # Make the base here (its files travel as an ignored folder, carried):
 #   mkdir -p .ab && git archive REF harness problems submissions tools pyproject.toml | gzip > .ab/base.tgz
 #   grep -qx '/.ab/' .git/info/exclude || echo '/.ab/' >> .git/info/exclude

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# KernelBench at native scale on one H200 (issue #14), in two device commands (each inside 10 minutes):
+# KernelBench at native scale on one H200, in two device commands (each inside 10 minutes):
 #   part1: environment + calibration, then KernelGate with default settings (--jobs 8) on the public LLM corpus's
 #          native sample (one kernel per level-1 problem, one per fifth level-2 problem; Triton kernels in fp32,
 #          TileLang kernels in fp16 as KernelBench's evaluator requires), at KernelBench's own sizes; then the same

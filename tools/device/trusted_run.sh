@@ -36,7 +36,7 @@ done
 for part in "${parts[@]}"; do
 if [ "$part" = tests ]; then
   stamp "pytest -m gpu"
-  # every GPU test, the GPU fixtures among them (sessions 4 and 7 ended inside them on 120 and 180 s budgets)
+  # every GPU test, the GPU fixtures among them (those take most of it: budgets of 120 and 180 s ended inside them)
   timeout ${KG_PYTEST_S:-330} python3 -m pytest -q -m gpu -p no:cacheprovider --durations=0 tests/ 2>&1 \
     | tail -40 | tee "$OUT/pytest_gpu.txt"
 elif [ "$part" = fixtures ]; then
