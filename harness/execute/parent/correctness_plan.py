@@ -1,0 +1,180 @@
+"""The parent's plan for a workload's correctness: which value profile each call gets, held-out shapes, and how
+their results land on the workload's record. Pure functions: the session calls them; nothing here talks to a
+process.
+
+Rounds (:func:`round_profiles`): round 0 is the standard profile (the problem's public distribution); then every
+other *fair* profile once (:mod:`harness.execute.checker.fairness`), in an order drawn from the run's secret seed;
+further rounds (``--rounds`` above that) take the standard profile, then the others again. So every profile the
+probe found fair is checked in every run, and a failure names the profile that caught it.
+
+Timed calls (:func:`timed_profile`): each draws its profile uniformly from the fair ones, with the secret generator
+that draws its seed, so the values of a call tell the candidate nothing about whether it will be verified.
+
+Held-out shapes (:mod:`harness.problems.heldout`): each runs ``heldout_rounds`` correctness rounds (the standard
+profile, then fair ones drawn without repetition), is never timed, and becomes a :class:`HeldoutShape` on its public
+workload's record (:func:`merge_heldout`). With ``gate`` on, a held-out failure makes a PASSED workload fail with
+the held-out shape's status, its sizes and its worst element in the error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import threading
+from typing import Any, Sequence
+
+from harness.problems import heldout as H
+from harness.records import ErrorInfo, HeldoutResult, HeldoutShape, JobResult, ProfileCheck, Status, WorstElement
+
+NORMAL = 0
+_MEASURED = dict(timing=None, library_timing=None, screening=None, trusted_timing=None, kernels=None,
+                 verification=None)
+
+
+def round_profiles(fair: Sequence[int], rounds: int, rng: random.Random, *, cover: bool = True) -> tuple[int, ...]:
+    """The profile of each correctness round: the standard one first, then the other fair ones in a drawn order.
+
+    ``cover``: run at least one round per fair profile (a workload's rounds); without it exactly ``rounds``
+    (a held-out shape's).
+    """
+    others = [p for p in dict.fromkeys(fair) if p != NORMAL]
+    rng.shuffle(others)
+    seq = [NORMAL] + others
+    n = max(rounds, len(seq)) if cover else max(1, rounds)
+    out = seq[:n]
+    while len(out) < n:
+        out.append(seq[len(out) % len(seq)] if len(out) >= len(seq) else NORMAL)
+    return tuple(out)
+
+
+def timed_profile(fair: Sequence[int], rng: random.Random) -> int:
+    """A timed (or batch) call's profile: uniform over the fair ones."""
+    return rng.choice(list(fair)) if fair else NORMAL
+
+
+def name_of(index: int) -> str:
+    from harness.execute.shared.value_profiles import profile
+
+    return profile(index).name
+
+
+def fair_profiles(verdicts: Sequence[Any]) -> tuple[int, ...]:
+    """The fair profile indices of a checker's verdicts (the standard one always among them, first)."""
+    fair = [v.profile for v in verdicts if v.fair and v.profile != NORMAL]
+    return (NORMAL, *fair)
+
+
+def profile_checks(verdicts: Sequence[Any]) -> tuple[ProfileCheck, ...]:
+    """The verdicts as the record keeps them."""
+    return tuple(ProfileCheck(name=v.name, fair=bool(v.fair), reason=str(v.reason)[:400]) for v in verdicts)
+
+
+def worst_of(w: Any) -> WorstElement | None:
+    """A checker's worst element (a wire :class:`~harness.execute.wire.protocol.Worst` or a dict) as a record's."""
+    if w is None:
+        return None
+    get = (lambda k: w[k]) if isinstance(w, dict) else (lambda k: getattr(w, k))
+    return WorstElement(output=int(get("output")), index=tuple(int(i) for i in get("index")), got=float(get("got")),
+                        expected=float(get("expected")),
+                        allowed=None if get("allowed") is None else float(get("allowed")))
+
+
+def with_profile(message: str, profile: str, workload: Any = None, public: Any = None) -> str:
+    """``message`` of a failed round, naming the profile and, for a held-out shape, its sizes."""
+    where = f"value profile '{profile}'"
+    if workload is not None and public is not None and H.is_heldout(workload):
+        sizes = ", ".join(f"{k}={v}" for k, v in H.moved_sizes(public, workload).items())
+        where += f", held-out shape {sizes}"
+    return f"{where}: {message}"
+
+
+_CACHE: dict[str, tuple] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def heldout_workloads(problem: Any, workloads: Sequence[Any], base_seed: int, count: int) -> tuple:
+    """The held-out workloads of each of ``workloads``, ``count`` each, drawn from the run's secret seed; kept for
+    the process (every candidate of a problem gets the same ones, computed once)."""
+    out: list = []
+    for w in workloads:
+        if H.is_heldout(w) or count <= 0:
+            continue
+        key = json.dumps([str(problem.path), problem.source_sha256, w.name, w.dtype, w.overrides, base_seed, count],
+                         sort_keys=True, default=str)
+        with _CACHE_LOCK:
+            hit = _CACHE.get(key)
+        if hit is None:
+            hit = tuple(H.heldout_workloads(problem, w, base_seed, count))
+            with _CACHE_LOCK:
+                _CACHE[key] = hit
+                while len(_CACHE) > 512:
+                    _CACHE.pop(next(iter(_CACHE)))
+        out.extend(hit)
+    return tuple(out)
+
+
+def with_heldout(workloads: Sequence[Any], extra: Sequence[Any]) -> tuple:
+    """``workloads`` with each public workload followed by its held-out ones."""
+    by_public: dict[str, list] = {}
+    for h in extra:
+        by_public.setdefault(H.public_of(h) or "", []).append(h)
+    out: list = []
+    for w in workloads:
+        out.append(w)
+        out.extend(by_public.get(w.name, ()))
+    return tuple(out)
+
+
+def _shape(public_w: Any, w: Any, r: JobResult) -> HeldoutShape:
+    sizes = H.moved_sizes(public_w, w) if public_w is not None else dict(w.params)
+    if r.status.is_harness_fault:
+        return HeldoutShape(workload=w.name, sizes=sizes, status=None,
+                            detail=(r.error.message if r.error is not None else r.status.value)[:600])
+    c = r.correctness
+    detail = (r.error.message if r.error is not None else "")[:600]
+    return HeldoutShape(workload=w.name, sizes=sizes, status=r.status.value, detail=detail,
+                        failed_profile=c.failed_profile if c is not None else None,
+                        worst=c.worst if c is not None else None,
+                        round_profiles=tuple(c.round_profiles) if c is not None else ())
+
+
+def merge_heldout(records: Sequence[JobResult], workloads: Sequence[Any], *, gate: bool) -> list[JobResult]:
+    """The records of ``workloads`` with every held-out workload's record folded into its public workload's
+    ``heldout`` field (and removed). A public record that did not pass keeps ``heldout=None``: its held-out shapes
+    were not run. With ``gate``, a PASSED record whose held-out shapes failed takes the first failure's status."""
+    by_name = {w.name: w for w in workloads}
+    held: dict[str, list[tuple[Any, JobResult]]] = {}
+    public: list[JobResult] = []
+    for r in records:
+        w = by_name.get(r.workload)
+        if w is not None and H.is_heldout(w):
+            held.setdefault(H.public_of(w) or "", []).append((w, r))
+        else:
+            public.append(r)
+    out = []
+    for r in public:
+        parts = held.get(r.workload)
+        if not parts or r.status is not Status.PASSED:
+            out.append(r)
+            continue
+        shapes = tuple(_shape(by_name.get(r.workload), w, hr) for w, hr in parts)
+        res = HeldoutResult(shapes=shapes, gated=bool(gate))
+        failed = next((s for s in shapes if s.status is not None and s.status != Status.PASSED.value), None)
+        if not gate or failed is None:
+            out.append(r.replace(heldout=res))
+            continue
+        sizes = ", ".join(f"{k}={v}" for k, v in failed.sizes.items())
+        status = Status(failed.status)
+        evidence = None
+        if status is Status.REWARD_HACK:
+            hr = next(hr for w, hr in parts if w.name == failed.workload)
+            evidence = hr.evidence or {"mechanism": "heldout"}
+        corr = r.correctness
+        if corr is not None:
+            corr = dataclasses.replace(corr, detail=f"held-out shape {sizes}: {failed.detail}"[:2000],
+                                       failed_profile=failed.failed_profile, worst=failed.worst)
+        err = ErrorInfo("HeldoutShape", f"held-out shape {sizes} (--heldout-gate): {failed.detail}"[:4000])
+        keep = {} if status is Status.REWARD_HACK else _MEASURED
+        out.append(r.replace(status=status, error=err, correctness=corr, heldout=res, evidence=evidence, **keep))
+    return out
