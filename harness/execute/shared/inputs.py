@@ -75,6 +75,38 @@ def make_inputs(module: Any, dtype: str, device: str, seed: int, round_idx: int,
             for x in raw]
 
 
+def make_profile_inputs(module: Any, dtype: str, device: str, seed: int, profile: int,
+                        input_transform: str) -> tuple[list, bool]:
+    """(inputs for one call, whether the value profile changed any of them): ``get_inputs()`` under ``seed`` on
+    ``device``, every floating input rewritten by value profile ``profile``
+    (:mod:`harness.execute.shared.value_profiles`) within its domain and cast to ``dtype``, made contiguous.
+    Integer and boolean tensors and non-tensors are passed as they are; ``input_transform`` is the problem's
+    annotation (``positive`` makes floating inputs positive, ``none``/``scale`` restrict the profiles allowed)."""
+    import torch
+
+    from harness.execute.shared import value_profiles as V
+
+    if profile not in V.candidate_profiles(input_transform):
+        raise ValueError(f"value profile {profile} is not allowed for input_transform {input_transform!r}")
+    tdtype = getattr(torch, dtype)
+    torch.manual_seed(seed)
+    with torch.device(device):
+        raw = module.get_inputs()
+    out, changed = [], False
+    for pos, x in enumerate(raw):
+        if not isinstance(x, torch.Tensor):
+            out.append(x)
+            continue
+        x = x.to(device)
+        if not x.is_floating_point():
+            out.append(x.contiguous())
+            continue
+        y, ch = V.apply(x, profile, seed=seed, position=pos, tdtype=tdtype, positive=input_transform == "positive")
+        out.append(y)
+        changed = changed or ch
+    return out, changed
+
+
 def make_reference_model(module: Any, dtype: str, device: str, seed: int, mode: str = "eval") -> Any:
     """The problem's ``Model`` with seeded weights, cast to ``dtype`` on ``device``, in ``mode``.
 
