@@ -2,7 +2,7 @@
 
 Usage: python tools/h200_table.py evidence/h200-results/2026-12-03-8448562 > docs/h200-results.md
 
-The folder is what ``tools/device/trusted_run.sh suite`` leaves (see its README): ``suite_results.jsonl.gz``
+The folder is what ``tools/device/trusted_run.sh suite`` leaves (its README names the command): ``suite_results.jsonl.gz``
 (every record of the bundled submissions, one run, every timing sample) and ``environment.txt`` (the device,
 the package versions and the ceilings calibrated for the run). The records go through the same leaderboard
 code as ``kernelgate leaderboard``; the lint column is the current linter's verdict on each file.
