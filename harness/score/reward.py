@@ -11,6 +11,9 @@ record and then aggregated over the candidate's workloads::
     INCORRECT_SHAPE/DTYPE/NUMERICAL           incorrect         (default  0.0)
     PASSED, timed and screened                correct + speed_weight * speed(record)
     PASSED, not timed (no ceilings)           correct           (default  0.5)
+    PASSED, a held-out shape failed           incorrect + (1 - heldout_weight) * (the PASSED reward - incorrect)
+      (JobResult.heldout.generalizes False)   (default heldout_weight 0.5: halfway between incorrect and
+                                              the reward it would have earned)
     LOWERED, HARNESS_ERROR                    None: not the candidate's outcome (compiled only /
                                               the harness failed); leave the sample out
 
@@ -23,6 +26,11 @@ record and then aggregated over the candidate's workloads::
     candidate reward  = min over its workloads (aggregate="min", default: a kernel is only as
                         good as its worst workload; a hack on any workload makes it a hack)
                         or their mean (aggregate="mean")
+
+The held-out term: KernelBench's semantics allow a kernel specialised to its one shape, so a held-out failure does
+not change a record's status unless the run gates on it (``--heldout-gate``), but a policy trained on the reward
+would otherwise learn to hard-code the public shape (the cheapest way to a fast, correct kernel). A record whose
+held-out shapes all passed, or that ran none, is not affected.
 
 Every speed term is bounded by the roofline: no measured time can earn more
 than a kernel at the physical minimum would (and a time below it is
@@ -44,7 +52,8 @@ from typing import Iterable
 from harness.records import JobResult, Status
 from harness.score.sol import sol_score
 
-REWARD_VERSION = "1"
+REWARD_VERSION = "2"
+"""2: a PASSED record whose held-out shapes failed earns less (``heldout_weight``)."""
 SPEED_TERMS = ("sol", "u_roof", "e_lib")
 AGGREGATES = ("min", "mean")
 
@@ -71,6 +80,9 @@ class RewardConfig:
     """Speed term: ``sol`` (speed-of-light score), ``u_roof`` or ``e_lib`` (see the module docstring)."""
     aggregate: str = "min"
     """How a candidate's workloads combine: ``min`` or ``mean``."""
+    heldout_weight: float = 0.5
+    """Share of a PASSED record's reward above ``incorrect`` that it loses when a held-out shape failed
+    (``JobResult.heldout``): 0 ignores held-out shapes, 1 pays such a record what an incorrect one earns."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -81,6 +93,9 @@ class RewardConfig:
             raise ValueError(f"reward config: field 'speed' is {self.speed!r}; expected one of {SPEED_TERMS}")
         if self.aggregate not in AGGREGATES:
             raise ValueError(f"reward config: field 'aggregate' is {self.aggregate!r}; expected one of {AGGREGATES}")
+        if not 0.0 <= self.heldout_weight <= 1.0:
+            raise ValueError(f"reward config: field 'heldout_weight' is {self.heldout_weight}; it must be in [0, 1] "
+                             "(0: held-out shapes ignored, 1: a record that fails them earns what an incorrect one does)")
         if self.speed_weight < 0:
             raise ValueError(f"reward config: field 'speed_weight' is {self.speed_weight}; it must be >= 0 "
                              "(a negative weight would reward slower kernels)")
@@ -184,10 +199,15 @@ def record_reward(r: JobResult, config: RewardConfig | None = None) -> WorkloadR
         what = "compiled to device source only, not executed" if st is Status.LOWERED else "the harness failed"
         return WorkloadReward(r.workload, st.value, None, None, f"{st.value}: {what}; not the candidate's outcome")
     speed, text = _speed(r, c.speed)
-    if speed is None:
-        return WorkloadReward(r.workload, st.value, c.correct, None, text)
-    return WorkloadReward(r.workload, st.value, c.correct + c.speed_weight * speed, speed,
-                          f"correct; {c.speed} term {text}")
+    value = c.correct if speed is None else c.correct + c.speed_weight * speed
+    text = text if speed is None else f"correct; {c.speed} term {text}"
+    held = r.heldout
+    if held is not None and held.generalizes is False and c.heldout_weight > 0:
+        failed = next(s for s in held.shapes if s.status is not None and s.status != Status.PASSED.value)
+        sizes = ", ".join(f"{k}={v}" for k, v in failed.sizes.items())
+        value = c.incorrect + (1.0 - c.heldout_weight) * (value - c.incorrect)
+        text += f"; {held.judged - held.passed}/{held.judged} held-out shape(s) failed ({sizes}: {failed.status})"
+    return WorkloadReward(r.workload, st.value, value, speed, text)
 
 
 def reward_of(records: Iterable[JobResult], config: RewardConfig | None = None) -> Reward:
