@@ -33,6 +33,11 @@ one would act on. A fix (``a`` failed, ``b`` PASSED) counts as an
 improvement and a break as a regression. A problem improved when some of its
 workloads improved and none regressed, regressed in the opposite case, and is
 ``mixed`` when both happened.
+
+Generalization: per pair, ``generalizes_a``/``generalizes_b`` (a PASSED record that passed every judged held-out
+shape, :attr:`harness.records.HeldoutResult.generalizes`; None when none was judged), and in the summary, per side,
+how many of its paired PASSED records with judged held-out shapes passed them all (``generalizes_a`` of
+``heldout_judged_a``).
 """
 
 from __future__ import annotations
@@ -110,6 +115,11 @@ def _error_text(r: JobResult) -> str | None:
     return f"{r.error.type}: {r.error.message}" if r.error is not None else None
 
 
+def _generalizes(r: JobResult) -> bool | None:
+    """The record passed every judged held-out shape (None: it did not pass, or none was judged)."""
+    return r.heldout.generalizes if r.status is Status.PASSED and r.heldout is not None else None
+
+
 def _pair(np, rng, ra: JobResult, rb: JobResult, n_boot: int, min_effect: float) -> tuple[dict, object | None]:
     d = {
         "problem": ra.problem_id, "workload": ra.workload, "category": ra.category,
@@ -121,6 +131,7 @@ def _pair(np, rng, ra: JobResult, rb: JobResult, n_boot: int, min_effect: float)
         "S_a": M.score_of(ra), "S_b": M.score_of(rb), "delta_S": None,
         "cpu_path_a": M.is_cpu_path(ra), "cpu_path_b": M.is_cpu_path(rb),
         "error_a": _error_text(ra), "error_b": _error_text(rb),
+        "generalizes_a": _generalizes(ra), "generalizes_b": _generalizes(rb),
         "mode": None, "ratio": None, "ci95": None, "change": "same",
     }
     if d["S_a"] is not None and d["S_b"] is not None:
@@ -242,6 +253,9 @@ def compare_labels(records: list[JobResult], ga: tuple[str, str], gb: tuple[str,
         summary[f"attempted_{side}"] = len(att)
         summary[f"geomean_e_lib_{side}"] = M.geomean(M.e_lib_of(r) for r in rs)
         summary[f"mean_s_{side}"] = M.mean(M.score_of(r) for r in att)
+        general = [g for g in (_generalizes(r) for r in att) if g is not None]
+        summary[f"heldout_judged_{side}"] = len(general)
+        summary[f"generalizes_{side}"] = sum(general)
 
     by_problem: dict[str, set[str]] = defaultdict(set)
     for d in pairs:
@@ -302,6 +316,9 @@ def format_comparison(d: dict) -> str:
     lines.append(f"correct: a {s['correct_a']}/{s['attempted_a']}, b {s['correct_b']}/{s['attempted_b']};  "
                  f"geomean E_lib: a {fmt(s['geomean_e_lib_a'])}, b {fmt(s['geomean_e_lib_b'])};  "
                  f"mean S: a {fmt(s['mean_s_a'], '.3f')}, b {fmt(s['mean_s_b'], '.3f')}")
+    if s["heldout_judged_a"] or s["heldout_judged_b"]:
+        lines.append(f"generalizes (PASSED and every judged held-out shape passed): a {s['generalizes_a']}/"
+                     f"{s['heldout_judged_a']}, b {s['generalizes_b']}/{s['heldout_judged_b']}")
     for name in ("improved", "regressed", "mixed"):
         lines.append(f"{name}: {', '.join(d[name]) or '-'}")
     lines.append(f"rule: {d['rule']} (min_effect {d['min_effect']:g}, {d['n_boot']} bootstrap replicates, seed {d['seed']})")

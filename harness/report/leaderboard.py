@@ -39,6 +39,9 @@ Aggregates of a group of records (one generator@version, optionally one category
 * ``mean_s``: mean speed-of-light score S over attempted records, failures
   counted as 0 (:mod:`harness.report.metrics`); PASSED records without S
   (untimed) are left out, and ``mean_s`` is None when no PASSED record has S;
+* ``generalization_rate``: among the PASSED records whose held-out shapes were judged (``n_heldout_judged``), the
+  share that passed every one of them (``JobResult.heldout.generalizes``); None when none was judged. A row's
+  ``generalizes`` is that record's value (None: no held-out shape judged);
 * ``verdicts``: record counts per :data:`harness.report.metrics.VERDICT_BUCKETS`;
 * ``n_cpu_path``: records of the CPU path (correctness only: no E_lib, U_roof,
   S or verdict, so such a group ranks by correctness alone).
@@ -73,6 +76,8 @@ DEFINITIONS = {
     "fast_p": "fraction of attempted problems whose best candidate PASSED every attempted workload and, for p > 0, "
               "has E_lib > p on every timed workload",
     "attempted": "every status except LOWERED (compiled only) and HARNESS_ERROR (not the candidate's fault)",
+    "generalizes": "a PASSED record also passed every judged held-out shape (sizes drawn per run beside the public "
+                   "one); generalization_rate is the share of such records among the PASSED ones with judged shapes",
 }
 
 
@@ -94,6 +99,8 @@ def _row(r: JobResult, env_index: int) -> dict:
         "findings": [{"rule": str(d.get("rule", "?")), "severity": str(d.get("severity", "")), "line": d.get("line"),
                       "message": str(d.get("message", "")), "hint": str(d.get("hint", ""))}
                      for d in sorted(r.diagnostics, key=lambda d: (d.get("line") or 0, str(d.get("rule", ""))))],
+        "generalizes": r.heldout.generalizes if r.heldout is not None else None,
+        "heldout_passed": f"{r.heldout.passed}/{r.heldout.judged}" if r.heldout is not None else None,
         "error": r.error.type if r.error is not None else None,
         "error_message": r.error.message if r.error is not None else None,
         "error_traceback": (r.error.traceback_tail or None) if r.error is not None else None,
@@ -132,6 +139,7 @@ def aggregate(records: list[JobResult]) -> dict:
     verdicts = dict.fromkeys(M.VERDICT_BUCKETS, 0)
     for r in records:
         verdicts[M.verdict_of(r)] += 1
+    general = [r.heldout.generalizes for r in passed if r.heldout is not None and r.heldout.generalizes is not None]
     return {
         "n_candidates": len({r.candidate for r in records}),
         "n_records": len(records),
@@ -145,6 +153,8 @@ def aggregate(records: list[JobResult]) -> dict:
         "n_problems": len(outcomes),
         "n_problems_correct": sum(o.correct for o in outcomes),
         "correctness_rate": len(passed) / len(att) if att else None,
+        "n_heldout_judged": len(general),
+        "generalization_rate": sum(general) / len(general) if general else None,
         "fast_p": fast,
         "geomean_e_lib": M.geomean(e_libs),
         "geomean_u_roof": M.geomean(M.u_roof_of(r) for r in passed),
@@ -309,7 +319,8 @@ def _verdict_text(v: dict) -> str:
 def _cells(name: str, agg: dict, rank: str) -> list[str]:
     fp = agg["fast_p"]
     return [rank, name, str(agg["n_candidates"]), f"{agg['n_problems_correct']}/{agg['n_problems']}",
-            pct(agg["correctness_rate"]), str(agg["n_lowered"]) if agg["n_lowered"] else "-",
+            pct(agg["correctness_rate"]), pct(agg.get("generalization_rate")),
+            str(agg["n_lowered"]) if agg["n_lowered"] else "-",
             *[pct(fp[_fast_key(p)]) for p in M.FAST_P],
             fmt(agg["geomean_e_lib"]), fmt(agg["geomean_u_roof"]), fmt(agg["mean_s"], ".3f"), _verdict_text(agg["verdicts"])]
 
@@ -320,7 +331,7 @@ def format_leaderboard_markdown(lb: dict) -> str:
     the thresholds, the inputs and the warnings. Every cell passes through :func:`md_text` (generator names are
     the submitters')."""
     gens = {g["label"]: g for g in lb["generators"]}
-    headers = ["rank", "generator@version", "cands", "problems ok", "correct", "compiled-only",
+    headers = ["rank", "generator@version", "cands", "problems ok", "correct", "generalizes", "compiled-only",
                *[f"fast_{_fast_key(p)}" for p in M.FAST_P], "E_lib gm", "U_roof gm", "mean S", "verdicts (records)"]
     rows = []
     for e in lb["ranking"]:
@@ -355,7 +366,7 @@ def format_leaderboard(lb: dict, by: str | None = None) -> str:
         if by == "category":
             for cat, agg in g["by_category"].items():
                 rows.append(_cells(f"  {cat}", agg, ""))
-    headers = ["rank", "generator@version", "cands", "problems ok", "correct", "compiled-only",
+    headers = ["rank", "generator@version", "cands", "problems ok", "correct", "generalizes", "compiled-only",
                *[f"fast_{_fast_key(p)}" for p in M.FAST_P], "E_lib gm", "U_roof gm", "mean S", "verdicts (records)"]
     th = lb["thresholds"]
     lines = [table(rows, headers), "",
