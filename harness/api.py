@@ -140,7 +140,7 @@ def evaluate_batch(candidates: Sequence["CandidateSource | Mapping[str, Any]"], 
                    problems: str | os.PathLike | None = None, overrides: Mapping[str, Any] | None = None,
                    executor: str = "local", ray_address: str | None = None, out: str | os.PathLike | None = None,
                    seed: int | None = None, sandbox: bool = True, thresholds: Any = None,
-                   scratch: str | os.PathLike | None = None) -> list[list["JobResult"]]:
+                   scratch: str | os.PathLike | None = None, timing: bool | None = None) -> list[list["JobResult"]]:
     """Evaluate several candidates in one engine run; one list of records (one per workload) per candidate.
 
     ``workloads``: workload names; else ``tags``; else the device default
@@ -153,6 +153,8 @@ def evaluate_batch(candidates: Sequence["CandidateSource | Mapping[str, Any]"], 
     ``out``: also append the records to ``out/results.jsonl``. ``seed``: the
     base seed (default fresh and secret per call). ``scratch``: where the
     private candidate folders go (default the system temp folder).
+    ``timing``: time the kernels (default: on a GPU only, as ``kernelgate
+    run``; True on the CPU path records host-clock times, never a verdict).
 
     Raises ValueError/TypeError for a bad argument (naming it), before
     anything runs; a candidate's own failure is a record, never an exception.
@@ -198,7 +200,8 @@ def evaluate_batch(candidates: Sequence["CandidateSource | Mapping[str, Any]"], 
     tmp = Path(tempfile.mkdtemp(prefix="kernelgate-api-", dir=scratch))
     try:
         engine = Engine(EngineConfig(device=device, scratch_root=tmp, gpus=gpu_t, jobs=jobs or min(8, os.cpu_count() or 1),
-                                     executor=executor, ray_address=ray_address, sandbox=sandbox, seed=seed),
+                                     executor=executor, ray_address=ray_address, sandbox=sandbox, seed=seed,
+                                     timing=timing),
                         thresholds=thresholds)
         with _device_lock(device, gpu_t, executor):
             engine.run(evals, pset, selection, on_record)

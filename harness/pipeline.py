@@ -277,7 +277,7 @@ def run_evaluation(req: EvalRequest) -> RunOutcome:
     if req.executor not in ("local", "ray"):
         raise ValueError(f"executor {req.executor!r}: expected 'local' or 'ray'")
     store = ResultStore(req.out_dir)
-    done = store.done_job_ids() if req.resume and not req.rerun else set()
+    done = _done_job_ids(store) if req.resume and not req.rerun else set()
     run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
     results: list[JobResult] = []
     write_lock = threading.Lock()
@@ -299,6 +299,7 @@ def run_evaluation(req: EvalRequest) -> RunOutcome:
     if not tasks:
         return outcome
     kept = False
+    canary = canary_task()
     if req.executor == "ray":
         from harness.execute.parent.ray_executor import RayExecutor
 
@@ -307,8 +308,8 @@ def run_evaluation(req: EvalRequest) -> RunOutcome:
     else:
         from harness.execute.parent.local import LocalExecutor
 
-        local = dict(problem_paths=sorted({t.problem.path.resolve() for t in tasks}), expected_tasks=len(tasks),
-                     screen_for=screen_for(req.ceilings, thresholds))
+        paths = {t.problem.path.resolve() for t in tasks} | ({canary.problem.path.resolve()} if canary else set())
+        local = dict(problem_paths=sorted(paths), expected_tasks=len(tasks), screen_for=screen_for(req.ceilings, thresholds))
         if req.keeper is not None:
             executor, kept = req.keeper.acquire(opts, req.env, run_id, **local)
         else:
@@ -319,24 +320,44 @@ def run_evaluation(req: EvalRequest) -> RunOutcome:
 
         bar = tqdm(total=len(tasks), desc="candidates", unit="cand", dynamic_ncols=True)
 
-    stop = threading.Event()
+    from harness.score.environment import InterpreterPaths, Watch
+
+    stop = threading.Event()  # pull no more tasks (an interrupt, or the environment watch)
+    interrupted = threading.Event()
+    watch = Watch(InterpreterPaths.of_this_interpreter(str(PROJECT_ROOT)))
 
     def done_task(task: Task, recs: list[JobResult]) -> None:
-        if stop.is_set():  # interrupted: the harness killed this candidate's worker, it did not crash
+        if interrupted.is_set():  # the harness killed this candidate's worker, it did not crash
             return
-        for r in recs:
-            emit(r)
+        if watch.see(recs):
+            for r in recs:
+                emit(r)
+        elif watch.stop:
+            stop.set()
         if bar is not None:
             bar.set_postfix_str(task.candidate.rel_path[-40:], refresh=False)
             bar.update(1)
 
     broken = True
+    fault = None
     with _sigterm_interrupts():
         try:
             report = executor.run(tasks, done_task, stop=stop, on_drained=req.on_drained)
             broken = bool(report.retired)
+            stopped = [t for t in report.not_run] if stop.is_set() else []
+            if watch.held:
+                fault = _settle(watch, executor, canary, emit)
+                if fault is None and stopped:  # the canary ran: the environment works; carry on with the rest
+                    watch.cleared = True
+                    stop.clear()
+                    rest = executor.run(stopped, done_task, stop=stop)
+                    report.not_run, broken = rest.not_run, broken or bool(rest.retired)
+                    report.retired.update(rest.retired)
+                    if watch.held:
+                        _settle(watch, None, None, emit)
+                    stopped = []
         except KeyboardInterrupt:
-            _interrupted(stop, opts.scratch_root, run_id)
+            _interrupted(stop, interrupted, opts.scratch_root, run_id)
             raise
         finally:
             if kept:
@@ -348,10 +369,73 @@ def run_evaluation(req: EvalRequest) -> RunOutcome:
     for g, why in report.retired.items():
         print(f"warning: device {g} retired: {why}", file=sys.stderr)
     outcome.not_run = len(report.not_run)
+    if fault is not None:
+        from harness.score.environment import is_environment_fault
+
+        n_env = sum(is_environment_fault(r) for r in results)
+        what = (f"{n_env} record(s) failed because of the environment (a known-good bundled kernel failed the same "
+                f"way): {fault.explain(str(PROJECT_ROOT))}")
+        if not watch.cleared:  # no candidate got through: every other one would fail the same way
+            raise EnvironmentBroken(f"stopped early: {what}; {len(report.not_run)} candidate(s) not run")
+        print(f"warning: {what}", file=sys.stderr)
     if report.not_run:
         raise RuntimeError(f"{len(report.not_run)} candidate(s) not run: every device failed its health probe "
                            f"({'; '.join(report.retired.values())}); rerun with --resume once the GPU is healthy")
     return outcome
+
+
+def _done_job_ids(store: ResultStore) -> set[str]:
+    """The job ids ``--resume`` skips: every recorded one but environment faults (evaluated again once fixed)."""
+    from harness.jsonio import read_jsonl
+    from harness.score.environment import ENVIRONMENT_FAULT
+
+    if not store.path.exists():
+        return set()
+    def bad_line(path: Path, lineno: int, message: str) -> None:
+        print(f"warning: {message}", file=sys.stderr)
+
+    return {d["job_id"] for d in read_jsonl(store.path, on_bad_line=bad_line) if "job_id" in d
+            and not (d.get("status") == "HARNESS_ERROR" and (d.get("error") or {}).get("type") == ENVIRONMENT_FAULT)}
+
+
+class EnvironmentBroken(RuntimeError):
+    """The run stopped early: its first candidates and the canary failed on the interpreter's own files."""
+
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+"""The checkout (the folder holding ``harness/``, ``problems/`` and ``submissions/``): hidden from candidates."""
+CANARY = ("submissions/triton-reference/gelu.py", "problems/elementwise/gelu.py", "smoke")
+"""The known-good bundled kernel that confirms an environment fault: (candidate, problem, workload) under
+:data:`PROJECT_ROOT`. Triton, so it runs wherever KernelGate runs (interpreted on the CPU path)."""
+
+
+def canary_task() -> Task | None:
+    """The canary as a task (:data:`CANARY`), or None when the bundled files are not there (an installed wheel)."""
+    from harness.candidates.discover import Candidate
+    from harness.problems.loader import load_problem
+
+    cand_path, prob_path, workload = (PROJECT_ROOT / CANARY[0], PROJECT_ROOT / CANARY[1], CANARY[2])
+    if not (cand_path.is_file() and prob_path.is_file()):
+        return None
+    problem = load_problem(prob_path)
+    data = cand_path.read_bytes()
+    cand = Candidate(path=cand_path, rel_path="kernelgate-canary/gelu.py", problem_id=problem.id, variant="",
+                     dsl="triton", sha256=hashlib.sha256(data).hexdigest(), generator="kernelgate-canary",
+                     generator_version="0", source=data.decode("utf-8"))
+    return Task(candidate=cand, problem=problem, workloads=tuple(problem.select(None, (workload,))), diagnostics=(),
+                source=data, mode=problem.default_mode)
+
+
+def _settle(watch: Any, executor: Any, canary: Task | None, emit: Callable[[JobResult], None]) -> Any:
+    """Run the canary (when there is one and an executor), write the held records as :meth:`Watch.resolve` says;
+    the confirmed environment fault, or None."""
+    got: list[JobResult] = []
+    if executor is not None and canary is not None:
+        executor.run([canary], lambda task, recs: got.extend(recs))
+    records, fault = watch.resolve(got if (executor is not None and canary is not None) else None)
+    for r in records:
+        emit(r)
+    return fault
 
 
 def evaluate(req: EvalRequest) -> list[JobResult]:
@@ -359,12 +443,14 @@ def evaluate(req: EvalRequest) -> list[JobResult]:
     return run_evaluation(req).results
 
 
-def _interrupted(stop: threading.Event, scratch_root: Path | None, run_id: str) -> None:
-    """Ctrl-C or SIGTERM: pull no more tasks, kill every process this run started, remove its scratch."""
+def _interrupted(stop: threading.Event, interrupted: threading.Event, scratch_root: Path | None, run_id: str) -> None:
+    """Ctrl-C or SIGTERM: pull no more tasks, drop what the killed workers report, kill every process this run
+    started, remove its scratch."""
     import shutil
 
     from harness.execute.parent.process import kill_all, run_tag
 
+    interrupted.set()
     stop.set()
     kill_all()
     if scratch_root is not None and scratch_root.is_dir():

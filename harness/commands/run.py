@@ -110,22 +110,6 @@ def _check_selection(args: argparse.Namespace, reg) -> None:
                 raise SystemExit("kernelgate: error: --tags: " + did_you_mean(f"tag of {what}", name, known))
 
 
-def timing_default(device: str) -> bool:
-    """Whether ``run`` times kernels when neither ``--timing`` nor ``--no-timing`` is given: on a GPU only.
-
-    Why not on the CPU path: its records carry no performance verdict (a
-    host-clock time of the Triton interpreter says nothing about a GPU), so
-    the timed calls would only repeat the slowest kernels' forwards. Measured
-    on a 2-core machine, timing was 28% of the bundled quick start's worker
-    time (177 of 637 s), 65 s of it for one naive convolution whose every
-    interpreted forward takes about 10 s. Correctness, the static scans and
-    the anti-cheat checks of the correctness rounds are unchanged; the
-    timing protocol's own checks (verified timed calls, the parent's clock)
-    run on the CPU path with ``--timing`` and in the engine's tests.
-    """
-    return device == "cuda"
-
-
 def _parse_shard(text: str | None) -> tuple[int, int] | None:
     if not text:
         return None
@@ -183,7 +167,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         forkserver.start_early(device)  # its imports overlap the problems' loading and the calibration's
     reg = load_registry_from_args(args)
     _check_selection(args, reg)
-    time_kernels = timing_default(device) if args.timing is None else args.timing
+    from harness.serve.presets import time_kernels as timing_rule
+
+    time_kernels = timing_rule(device, args.timing)
     gpus = tuple(int(g) for g in args.gpus.split(",")) if args.gpus else (0,)
     opts = RunOptions(
         device=device, gpus=gpus, rounds=max(args.rounds, 5),

@@ -108,7 +108,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     reg = load_registry_from_args(args)
     results = Path(args.results)
     thresholds = Thresholds(args.tau_lib, args.tau_roof_memory, args.tau_roof_compute)
-    print(f"ceilings: loading (or measuring) the calibration for {device} ...", file=sys.stderr)
+    from harness.serve.presets import time_kernels
+
+    if time_kernels(device, args.timing):
+        print(f"ceilings: loading (or measuring) the calibration for {device} ...", file=sys.stderr)
+    else:
+        print("CPU path: correctness only, no timing (as kernelgate run; --timing times it anyway, on the host "
+              "clock, never a verdict)", file=sys.stderr)
     try:
         engines = build_engines(device, results / "serve" / "scratch", gpus=gpus, jobs=jobs, executor=args.executor,
                                 ray_address=args.ray_address, ray_lanes=args.ray_lanes, thresholds=thresholds,
@@ -116,14 +122,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                 sandbox=not args.no_sandbox, check_slots=args.check_slots, seed=args.seed,
                                 compile_timeout_s=args.compile_timeout, round_timeout_s=args.round_timeout,
                                 timing_timeout_s=args.timing_timeout, prestart=not args.no_prestart,
-                                spawn=args.spawn)
+                                spawn=args.spawn, timing=args.timing)
     except RuntimeError as exc:
         raise SystemExit(f"kernelgate: error: {exc}")
     config = ServiceConfig(
         results=results, device=device,
         limits=Limits(args.max_source_bytes, args.max_batch, args.allow_problem_source, args.max_body_bytes),
         max_queue=args.max_queue, batch_max=args.batch_max, linger_s=args.linger, max_attempts=args.max_attempts,
-        max_wait_s=args.max_wait, drain_s=args.drain, auth=not args.no_auth, thresholds=thresholds)
+        max_wait_s=args.max_wait, drain_s=args.drain, auth=not args.no_auth, thresholds=thresholds, timing=args.timing)
     try:
         service = Service(config, engines, reg, tokens)
     except RuntimeError as exc:
@@ -177,6 +183,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help=f"seconds per correctness round (default {DEFAULTS.round_timeout_s:g})")
     eng.add_argument("--timing-timeout", type=float, default=DEFAULTS.timing_timeout_s,
                      help=f"seconds for one timed batch (default {DEFAULTS.timing_timeout_s:g})")
+    eng.add_argument("--timing", dest="timing", action="store_true", default=None,
+                     help="time kernels (default on a GPU; on the CPU path only with this flag: host-clock times, "
+                          "never a verdict; the rule of kernelgate run and the Python API)")
+    eng.add_argument("--no-timing", dest="timing", action="store_false", help="correctness only (the CPU path's default)")
     eng.add_argument("--no-prestart", action="store_true", help="no pre-started workers (see kernelgate run --help)")
     eng.add_argument("--spawn", choices=("fork", "exec"), default="fork",
                      help="how workers start: forked from a fork server (default) or exec (see kernelgate run --help)")

@@ -217,11 +217,13 @@ class Dispatcher:
             spec = t.spec
             items[t.id] = (t, EvalItem(key=t.id, source=spec["source"], problem=prob, generator=spec["generator"],
                                        generator_version=spec["generator_version"], dsl=spec.get("dsl")))
+            _keep_code(self.store.results_dir, spec["source"])
         if items:
             first = next(iter(items.values()))[0]
             preset, names, tags = group_of(first)
 
             def on_record(key: str, rec: JobResult) -> None:
+                rec = rec.replace(client=items[key][0].client)  # the authenticated client, whatever the engine wrote
                 if self.store.add_record(key, rec):
                     lane.records += 1
                 self.notify()
@@ -264,10 +266,21 @@ class Dispatcher:
         wls = [known[w] for w in now.remaining if w in known]
         if wls:
             for rec in engine.failure_records(item, wls, error, run_id=f"serve-{task.id}"):
-                self.store.add_record(task.id, rec)
+                self.store.add_record(task.id, rec.replace(client=task.client))
         if len(wls) < len(now.remaining):
             self.store.force_done(task.id, f"{error.type}: {error.message}")
         self.notify()
+
+
+def _keep_code(results_dir, source: str) -> None:
+    """Keep the code a task runs in the results folder (``kernelgate prompt --feedback RESULTS`` shows it)."""
+    from harness.pipeline import keep_source
+    from harness.prompts.feedback import evaluated_code
+
+    try:
+        keep_source(results_dir, evaluated_code(source).encode("utf-8"))
+    except (OSError, UnicodeError):
+        pass  # a copy for the prompt only: the evaluation does not depend on it
 
 
 __all__ = ["Dispatcher", "LaneState", "group_of"]

@@ -107,6 +107,9 @@ class EngineConfig:
     round_timeout_s: float = DEFAULTS.round_timeout_s
     timing_timeout_s: float = DEFAULTS.timing_timeout_s
     prestart: bool = True
+    timing: bool | None = None
+    """Time kernels: None follows :func:`harness.serve.presets.timing_default` (on a GPU only, as ``kernelgate
+    run``); True also on the CPU path (host-clock times, never a verdict); False never."""
     spawn: str = "fork"
     """``fork`` (workers forked from a fork server) or ``exec``: :attr:`harness.execute.parent.options.RunOptions.spawn`."""
     keep_executor: bool = False
@@ -218,7 +221,7 @@ class Engine:
         seed = cfg.seed if cfg.seed is not None else secrets.randbelow(1 << 48)
         keeper = self._kept_executor()
         opts = preset.run_options(
-            cfg.device, gpus=cfg.gpus, base_seed=seed, jobs=max(1, cfg.jobs),
+            cfg.device, timing=cfg.timing, gpus=cfg.gpus, base_seed=seed, jobs=max(1, cfg.jobs),
             scratch_root=cfg.scratch_root / "kept" if keeper is not None else root / "scratch",
             sandbox=cfg.sandbox, check_slots=cfg.check_slots, compile_timeout_s=cfg.compile_timeout_s,
             round_timeout_s=cfg.round_timeout_s, timing_timeout_s=cfg.timing_timeout_s, prestart=cfg.prestart,

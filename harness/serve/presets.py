@@ -11,10 +11,14 @@ wants) the CLI::
 Why: ``quick`` is the CLI's ``--quick`` protocol, which the H200 throughput
 runs used (docs/throughput.md); ``standard`` is the CLI's default; ``thorough``
 doubles both the correctness rounds (more fresh seeds) and the timed samples
-of ``standard`` for numbers that go into a report. On the CPU path every
-preset uses the CPU timing protocol (the Triton interpreter is far too slow
-for more samples, and CPU timings describe the interpreter anyway); only the
-rounds differ.
+of ``standard`` for numbers that go into a report.
+
+The CPU path (:func:`timing_default`, one rule for ``kernelgate run``, the
+Python API and the service): correctness only unless timing is asked for
+(``run --timing``, ``evaluate(..., timing=True)``, ``serve --timing``); then
+every preset uses the CPU timing protocol (the Triton interpreter is far too
+slow for more samples, and its host-clock times describe the interpreter,
+never a GPU kernel); only the rounds differ.
 
 A preset's :meth:`Preset.to_dict` is part of the service's idempotency key,
 so changing a preset's settings never returns records measured under the old
@@ -31,6 +35,27 @@ from harness.measure.timing import QUICK
 if TYPE_CHECKING:
     from harness.execute.parent.options import RunOptions
     from harness.measure.timing import TimingConfig
+
+def timing_default(device: str) -> bool:
+    """Whether kernels are timed when the caller did not say: on a GPU only (the CLI, the API and the service).
+
+    Why not on the CPU path: its records carry no performance verdict (a
+    host-clock time of the Triton interpreter says nothing about a GPU), so
+    the timed calls would only repeat the slowest kernels' forwards. Measured
+    on a 2-core machine, timing was 28% of the bundled quick start's worker
+    time (177 of 637 s), 65 s of it for one naive convolution whose every
+    interpreted forward takes about 10 s. Correctness, the static scans and
+    the anti-cheat checks of the correctness rounds are unchanged; the
+    timing protocol's own checks (verified timed calls, the parent's clock)
+    run on the CPU path when timing is asked for, and in the engine's tests.
+    """
+    return device == "cuda"
+
+
+def time_kernels(device: str, timing: bool | None) -> bool:
+    """``timing`` when the caller chose (True/False), else :func:`timing_default` for ``device``."""
+    return timing_default(device) if timing is None else bool(timing)
+
 
 N_ROUNDS_MIN = 5
 """The engine's minimum (harness.execute.shared.inputs.N_ROUNDS_MIN, checked by a test)."""
@@ -60,11 +85,13 @@ class Preset:
             return TimingConfig.for_device("cpu")
         return TimingConfig(warmup=self.warmup, reps=self.reps, trials=self.trials, budget_ms=self.budget_ms)
 
-    def run_options(self, device: str, **options) -> "RunOptions":
-        """RunOptions for this preset on ``device``; ``options`` sets the other RunOptions fields."""
+    def run_options(self, device: str, *, timing: bool | None = None, **options) -> "RunOptions":
+        """RunOptions for this preset on ``device``; ``timing``: time kernels (None: :func:`timing_default`);
+        ``options`` sets the other RunOptions fields."""
         from harness.execute.parent.options import RunOptions
 
-        return RunOptions(device=device, rounds=self.rounds, timing=self.timing_config(device), **options)
+        return RunOptions(device=device, rounds=self.rounds, timing=self.timing_config(device),
+                          time_kernels=time_kernels(device, timing), **options)
 
     def to_dict(self) -> dict:
         return {"name": self.name, "rounds": self.rounds, "warmup": self.warmup, "reps": self.reps,

@@ -13,11 +13,19 @@ one directly. A submission goes::
 The idempotency key (:func:`task_key`) is a content hash of everything a
 record depends on: the source, the problem (id and file hash), the selected
 workloads and their sizes, the environment (device model, driver, library
-versions) and harness version, the preset's settings and the gate
-thresholds. Not the generator name: a second client that submits the same
-source gets the first one's task (and its records, which name the first
-generator), as ``kernelgate run --resume`` skips a job whatever folder it came
-from. ``rerun: true`` always makes a new task.
+versions) and harness version, the preset's settings, whether kernels are
+timed and the gate thresholds; and the client. Not the generator name: a
+client that submits the same source twice gets the first task (its records
+name the first generator). Another client gets a task of its own: every
+record carries the authenticated client that submitted it (``client``), and
+a client's records never answer another's submission. ``rerun: true``
+always makes a new task; a stored task with a failure the harness or a
+neighbour could have caused is never the answer (:func:`harness.serve.store.reusable`).
+
+Clients and names: a generator name belongs to the first client that submits
+under it (:class:`harness.serve.store.Store` keeps the owners); another
+client naming it, or naming another client (a client's name is its default
+generator), gets 403.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ from harness.serve.dispatcher import BATCH_MAX, Dispatcher, LaneState
 from harness.serve.engine import Engine, EngineConfig, Selection
 from harness.serve.presets import PRESETS, get_preset
 from harness.serve.submission import Limits, RequestError, Submission, parse_batch, parse_submission
-from harness.serve.store import DONE, NewTask, QueueFull, Store, Task
+from harness.serve.store import DONE, GeneratorTaken, NewTask, QueueFull, Store, Task
 
 if TYPE_CHECKING:
     from harness.problems.loader import Problem, Workload
@@ -78,16 +86,22 @@ class ServiceConfig:
     """On shutdown, how long running batches may finish before the process exits."""
     auth: bool = True
     thresholds: Any = None
+    timing: bool | None = None
+    """Time kernels (``kernelgate serve --timing/--no-timing``); None: on a GPU only
+    (:func:`harness.serve.presets.timing_default`, the rule of ``kernelgate run`` and the API). Part of every
+    task's key; the engines must be built with the same value (:func:`build_engines`)."""
 
 
 def task_key(source: str, problem: "Problem", workloads: Sequence["Workload"], env: "EnvSnapshot", preset: str,
-             thresholds: Any) -> str:
-    """The idempotency key of a task (see the module docstring)."""
+             thresholds: Any, *, timed: bool = True, client: str = "") -> str:
+    """The idempotency key of a task (see the module docstring); ``timed``: whether its kernels are timed,
+    ``client``: the authenticated client that submits it."""
     from harness.score.gates import Thresholds
 
     parts = [hashlib.sha256(source.encode("utf-8")).hexdigest(), problem.id, problem.source_sha256,
              [(w.name, sorted(w.params.items()), w.dtype, w.allow_tf32) for w in workloads],
-             list(env.comparable_key()), __version__, get_preset(preset).to_dict(), (thresholds or Thresholds()).to_dict()]
+             list(env.comparable_key()), __version__, get_preset(preset).to_dict(), (thresholds or Thresholds()).to_dict(),
+             {"timed": bool(timed), "client": client}]
     return hashlib.sha256(dumps(parts).encode()).hexdigest()
 
 
@@ -98,7 +112,8 @@ def _iso(t: float | None) -> str | None:
 def build_engines(device: str, scratch: Path, *, gpus: Sequence[int] = (0,), jobs: int = 1, executor: str = "local",
                   ray_address: str | None = None, ray_lanes: int = 2, thresholds: Any = None,
                   problem_paths: Sequence[Path] = (), **engine_options: Any) -> dict[str, Engine]:
-    """One Engine per lane: ``gpu<i>`` per GPU, ``cpu``, or ``ray<k>``; ceilings measured (or loaded) once.
+    """One Engine per lane: ``gpu<i>`` per GPU, ``cpu``, or ``ray<k>``; ceilings measured (or loaded) once when the
+    lanes time kernels (``engine_options["timing"]``, see :class:`ServiceConfig.timing`).
 
     ``problem_paths``: the service's problem files; a GPU or CPU lane's kept executor sandboxes its workers for
     all of them from the start (:attr:`EngineConfig.problem_paths`).
@@ -110,7 +125,10 @@ def build_engines(device: str, scratch: Path, *, gpus: Sequence[int] = (0,), job
     check_slots, seed, timeouts).
     """
     from harness import env as envmod
+    from harness.pipeline import CANARY, PROJECT_ROOT
 
+    canary = PROJECT_ROOT / CANARY[1]  # the canary runs in the lanes' kept executors too (harness.pipeline)
+    problem_paths = tuple(problem_paths) + ((canary,) if canary.is_file() else ())
     engines: dict[str, Engine] = {}
     if executor == "ray":
         import os
@@ -138,11 +156,15 @@ def build_engines(device: str, scratch: Path, *, gpus: Sequence[int] = (0,), job
         engines["cpu"] = Engine(EngineConfig(device="cpu", scratch_root=scratch / "cpu", jobs=jobs, keep_executor=True,
                                              problem_paths=tuple(problem_paths), **engine_options),
                                 thresholds=thresholds)
+    from harness.serve.presets import time_kernels
+
     first = next(iter(engines.values()))
     first.environment()
-    ceilings = first.device_ceilings()  # as kernelgate run: the first GPU's ceilings screen every GPU
+    if time_kernels(device, engine_options.get("timing")):
+        ceilings = first.device_ceilings()  # as kernelgate run: the first GPU's ceilings screen every GPU
+        for e in engines.values():
+            e.ceilings = ceilings
     for e in engines.values():
-        e.ceilings = ceilings
         e.environment()
     return engines
 
@@ -283,11 +305,18 @@ class Service:
         limits = self.config.limits
         subs = (parse_batch(body, client_name=name, presets=presets, limits=limits) if batch else
                 [parse_submission(body, client_name=name, presets=presets, limits=limits)])
+        others = {c.name for c in self.tokens.clients} - {name} if self.tokens is not None else set()
+        from harness.serve.presets import time_kernels
+
+        timed = time_kernels(self.config.device, self.config.timing)
         new, views = [], []
         for i, sub in enumerate(subs):
             where = f"candidates[{i}]." if batch else ""
+            if sub.generator in others:
+                raise RequestError(403, f"{where}generator", f"'{sub.generator}' is the name of another client of this "
+                                   f"service; choose another name (the default is your client name, '{name}')")
             prob, ref, wls = self._resolve(sub, where)
-            key = task_key(sub.source, prob, wls, self.env, sub.preset, self.config.thresholds)
+            key = task_key(sub.source, prob, wls, self.env, sub.preset, self.config.thresholds, timed=timed, client=name)
             spec = {**sub.to_dict(), "problem_ref": ref, "problem_id": prob.id}
             new.append(NewTask(id="t" + secrets.token_hex(12), key=key, client=name, spec=spec,
                                workloads=tuple(w.name for w in wls), rerun=sub.rerun))
@@ -303,6 +332,11 @@ class Service:
                                    {"Retry-After": str(max(1, math.ceil(wait)))})
         try:
             ids = self.store.submit(new, self.config.max_queue)
+        except GeneratorTaken as exc:
+            if client is not None:
+                self.limiter.refund(client, len(new))
+            i = next(k for k, s in enumerate(subs) if s.generator == exc.name)
+            raise RequestError(403, f"candidates[{i}].generator" if batch else "generator", str(exc)) from None
         except QueueFull as exc:
             if client is not None:
                 self.limiter.refund(client, len(new))

@@ -21,6 +21,16 @@ Guarantees, and how:
   workload) primary key, then appended to ``results.jsonl``, then marked as
   appended. A crash between the two leaves ``in_jsonl = 0``; recovery appends
   it only if ``(job_id, run_id)`` is not already in the file.
+* **A stored answer is one the candidate earned.** An identical submission
+  is answered from the store only when every record of the stored task is
+  :func:`reusable`: a verdict the trusted side reached on the candidate's own
+  code or outputs. A failure the harness, the machine or a neighbouring
+  candidate could have caused (a crash, a timeout, a runtime or compile
+  error in the worker, HARNESS_ERROR, TOO_LARGE) marks its task
+  (``tasks.harness_error``) and the next identical submission is evaluated again.
+* **Generator names belong to one client.** The first client to submit
+  under a name owns it (``generators``, claimed in the submission's
+  transaction); :meth:`Store.submit` refuses the name to every other client.
 
 One connection per thread (SQLite connections must not be shared), WAL mode
 so readers never wait for the writer, ``busy_timeout`` so writers queue.
@@ -59,7 +69,7 @@ CREATE TABLE IF NOT EXISTS tasks (
     started_at REAL,
     finished_at REAL,
     error TEXT,
-    harness_error INTEGER NOT NULL DEFAULT 0
+    harness_error INTEGER NOT NULL DEFAULT 0  -- 1: the task has a record that is not reusable(): never served again
 );
 CREATE INDEX IF NOT EXISTS tasks_key ON tasks (key, seq);
 CREATE INDEX IF NOT EXISTS tasks_state ON tasks (state, seq);
@@ -74,7 +84,37 @@ CREATE TABLE IF NOT EXISTS records (
     PRIMARY KEY (task_id, workload)
 );
 CREATE INDEX IF NOT EXISTS records_time ON records (recorded_at);
+CREATE TABLE IF NOT EXISTS generators (name TEXT PRIMARY KEY, client TEXT NOT NULL, claimed_at REAL NOT NULL);
 """
+
+_STATIC = ("SyntaxError", "UnreadableCandidate", "StaticAntiCheat")
+"""Error types of records decided in the planner from the candidate's bytes alone, before any worker ran."""
+
+
+def reusable(record: JobResult) -> bool:
+    """Whether ``record`` may answer a later identical submission (see the module docstring).
+
+    Reusable: PASSED and LOWERED; INCORRECT_* (the trusted checker compared its outputs); REWARD_HACK and
+    INVALID_CANDIDATE (the trusted side's evidence or the candidate's own code); and a COMPILE_ERROR decided
+    from the bytes alone (a syntax error, an unreadable file). Not reusable: everything that happened inside a
+    worker process and could have been caused from outside it (RUNTIME_ERROR, COMPILE_ERROR at import,
+    CRASHED, TIMEOUT: a neighbour can re-limit or starve another worker through the OS), and the harness's
+    own failures (HARNESS_ERROR, TOO_LARGE).
+    """
+    if record.status in (Status.PASSED, Status.LOWERED, Status.INCORRECT_SHAPE, Status.INCORRECT_DTYPE,
+                         Status.INCORRECT_NUMERICAL, Status.REWARD_HACK, Status.INVALID_CANDIDATE):
+        return True
+    return record.status is Status.COMPILE_ERROR and record.error is not None and record.error.type in _STATIC
+
+
+class GeneratorTaken(Exception):
+    """A submission names a generator another client owns."""
+
+    def __init__(self, name: str, owner: str, client: str):
+        super().__init__(f"generator '{name}' belongs to client '{owner}' (the first to submit under it); client "
+                         f"'{client}' cannot file records under it: choose another name (the default is your client "
+                         f"name, '{client}')")
+        self.name, self.owner, self.client = name, owner, client
 
 
 class QueueFull(Exception):
@@ -155,6 +195,23 @@ class Store:
         elif int(row[0]) != SCHEMA:
             raise RuntimeError(f"{self.db_path}: queue schema {row[0]} != {SCHEMA}; use a new --results folder or "
                                "finish the old queue with the harness version that wrote it")
+        self._adopt_rules()
+
+    def _adopt_rules(self) -> None:
+        """Apply :func:`reusable` and the generators' owners to a queue written before they existed (once)."""
+        def fn(con: sqlite3.Connection) -> None:
+            if con.execute("SELECT value FROM meta WHERE name = 'rules'").fetchone() is not None:
+                return
+            for task_id, data in con.execute("SELECT task_id, data FROM records").fetchall():
+                if not reusable(JobResult.from_dict(loads(data))):
+                    con.execute("UPDATE tasks SET harness_error = 1 WHERE id = ?", (task_id,))
+            for client, spec, at in con.execute("SELECT client, spec, submitted_at FROM tasks ORDER BY seq").fetchall():
+                name = loads(spec).get("generator")
+                if name is not None:
+                    con.execute("INSERT OR IGNORE INTO generators (name, client, claimed_at) VALUES (?, ?, ?)",
+                                (name, client, at))
+            con.execute("INSERT INTO meta VALUES ('rules', '1')")
+        self._tx(fn)
 
     # ------------------------------------------------------------------ plumbing
     def _con(self) -> sqlite3.Connection:
@@ -202,15 +259,26 @@ class Store:
         A task whose key matches a stored task (and that is not a rerun)
         returns that task's id instead of enqueueing (deduplicated = True),
         as does a repeat of a key within the same call. A stored task with a
-        HARNESS_ERROR record (the harness failed, not the candidate) is not
-        reused: the submission makes a new task. Raises
-        :class:`QueueFull` (enqueueing nothing) when the new tasks would take
-        the queue past ``capacity``.
+        record that is not :func:`reusable` is not reused: the submission
+        makes a new task. Each task's generator (``spec["generator"]``) is
+        claimed for its client; raises :class:`GeneratorTaken` when another
+        client owns it, and :class:`QueueFull` when the new tasks would take
+        the queue past ``capacity`` (in both cases enqueueing and claiming nothing).
         """
         def fn(con: sqlite3.Connection) -> list[tuple[str, bool]]:
             out: list[tuple[str, bool]] = []
             fresh: list[NewTask] = []
             by_key: dict[str, str] = {}
+            now = time.time()
+            for t in tasks:
+                name = t.spec.get("generator")
+                if name is not None:
+                    row = con.execute("SELECT client FROM generators WHERE name = ?", (name,)).fetchone()
+                    if row is None:
+                        con.execute("INSERT INTO generators (name, client, claimed_at) VALUES (?, ?, ?)",
+                                    (name, t.client, now))
+                    elif row[0] != t.client:
+                        raise GeneratorTaken(name, row[0], t.client)
             for t in tasks:
                 if not t.rerun:
                     hit = by_key.get(t.key)
@@ -229,7 +297,6 @@ class Store:
                 queued = con.execute("SELECT COUNT(*) FROM tasks WHERE state = ?", (QUEUED,)).fetchone()[0]
                 if queued + len(fresh) > capacity:
                     raise QueueFull(queued, len(fresh), capacity)
-                now = time.time()
                 con.executemany(
                     "INSERT INTO tasks (id, key, state, client, spec, workloads, submitted_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                     [(t.id, t.key, QUEUED, t.client, dumps(t.spec), json.dumps(list(t.workloads)), now) for t in fresh])
@@ -272,7 +339,7 @@ class Store:
             cur = con.execute("INSERT OR IGNORE INTO records (task_id, workload, job_id, run_id, data, recorded_at) "
                               "VALUES (?, ?, ?, ?, ?, ?)", (task_id, record.workload, record.job_id, record.run_id, data,
                                                             time.time()))
-            if cur.rowcount == 1 and record.status is Status.HARNESS_ERROR:
+            if cur.rowcount == 1 and not reusable(record):
                 con.execute("UPDATE tasks SET harness_error = 1 WHERE id = ?", (task_id,))
             return cur.rowcount == 1
         if not self._tx(fn):
@@ -371,4 +438,11 @@ class Store:
             self._local.con = None
 
 
-__all__ = ["DONE", "NewTask", "QUEUED", "QueueFull", "RUNNING", "Recovery", "STATES", "Store", "Task"]
+    def generator_owner(self, name: str) -> str | None:
+        """The client that owns generator ``name``, or None when nobody has submitted under it."""
+        row = self._con().execute("SELECT client FROM generators WHERE name = ?", (name,)).fetchone()
+        return row[0] if row else None
+
+
+__all__ = ["DONE", "GeneratorTaken", "NewTask", "QUEUED", "QueueFull", "RUNNING", "Recovery", "STATES", "Store", "Task",
+           "reusable"]

@@ -35,7 +35,8 @@ def test_batch_records_in_candidate_order_with_the_cli_records(batch):
     _, res = batch
     assert [[r.status for r in rs] for rs in res] == [[Status.PASSED], [Status.RUNTIME_ERROR], [Status.COMPILE_ERROR]]
     good = res[0][0]
-    assert good.timing is not None and good.screening is None and good.problem_id == "gelu"  # the CPU path: no verdict
+    # the CPU path: correctness only unless timing=True (the rule of kernelgate run and the service), no verdict
+    assert good.timing is None and good.screening is None and good.problem_id == "gelu"
     assert (good.generator, good.generator_version) == ("me", "2")
     assert reward_of(res[0]).value == 0.5 and reward_of(res[1]).value < 0  # correct, no speed term without a verdict
 
@@ -93,3 +94,20 @@ def test_importing_the_api_loads_nothing_heavy():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 0 and out.stdout.strip() == "", out.stderr
+
+
+@pytest.mark.parametrize("timing, timed", [(None, False), (True, True), (False, False)])
+def test_the_cpu_path_times_only_when_asked_as_the_cli(monkeypatch, timing, timed):
+    """Was: the API timed candidates on the CPU path (the CLI did not), so feedback said "not timed" beside a
+    library timing's noise. One rule now (harness.serve.presets.timing_default) for the CLI, the API, the service."""
+    import harness.pipeline
+
+    seen = {}
+
+    def fake_evaluate(req):
+        seen.update(time_kernels=req.options.time_kernels, ceilings=req.ceilings)
+        return []
+    monkeypatch.setattr(harness.pipeline, "evaluate", fake_evaluate)
+    monkeypatch.setattr("harness.measure.calibrate.load_or_measure", lambda *a, **k: {"measured": "in a test"})
+    evaluate(GELU, "gelu", device="cpu", **({} if timing is None else {"timing": timing}))
+    assert seen["time_kernels"] is timed and (seen["ceilings"] is not None) is timed

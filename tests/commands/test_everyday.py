@@ -93,7 +93,7 @@ def test_cpu_path_checks_correctness_without_timing_unless_asked(default_cpu_run
 
 
 def test_gpu_path_still_times_by_default():
-    from harness.commands.run import timing_default
+    from harness.serve.presets import timing_default  # the one rule of the CLI, the API and the service
 
     assert timing_default("cuda") is True and timing_default("cpu") is False
 

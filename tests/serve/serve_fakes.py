@@ -5,7 +5,9 @@ replaced: no worker, no checker; per selected workload it sleeps
 ``delay_s``, then emits a PASSED record (RUNTIME_ERROR for a source
 containing ``FAIL_ME``; a source containing ``RAISE_IN_ENGINE`` makes the
 whole run raise, as an engine bug would) with fixed timings (kernel 2 ms,
-library 1 ms, floor 0.5 ms) built like the engine's own records. Every
+library 1 ms, floor 0.5 ms) built like the engine's own records; a source
+containing ``CRASH_ME`` gets CRASHED, once per process (a failure a
+neighbour could have caused: the next identical submission is PASSED). Every
 call and every record it emits is appended (one JSON line, flushed and
 fsynced) to ``calls_log``, so a test can see what ran before a SIGKILL.
 
@@ -44,6 +46,7 @@ class FakeEngine(Engine):
         super().__init__(EngineConfig(device="cpu", scratch_root=scratch), env=ENV, ceilings={})
         self.delay_s = delay_s
         self.calls_log = calls_log
+        self.crashed: set[str] = set()
 
     def _log(self, entry: dict) -> None:
         if self.calls_log is None:
@@ -66,6 +69,10 @@ class FakeEngine(Engine):
                 if "FAIL_ME" in it.source:
                     err = ErrorInfo("RuntimeError", "FAIL_ME: the fake engine raised")
                     rec = self.failure_records(it, [w], err, run_id="fake")[0].replace(status=Status.RUNTIME_ERROR)
+                elif "CRASH_ME" in it.source and it.source not in self.crashed:
+                    self.crashed.add(it.source)
+                    err = ErrorInfo("WorkerDied", "CRASH_ME: the worker was killed by signal 9")
+                    rec = self.failure_records(it, [w], err, run_id="fake")[0].replace(status=Status.CRASHED)
                 else:
                     scr = Screening(0.5, 0.25, 0.5, 0.5, "memory", "dram", Verdict.AUTHORING_DEFECT, False, 0.8, 0.5,
                                     "E_lib=0.5 (< 0.8); U_roof=0.25 (< 0.5, memory-bound)")

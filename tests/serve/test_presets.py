@@ -29,3 +29,13 @@ def test_more_thorough_presets_take_more_samples():
 def test_an_unknown_preset_names_the_choices():
     with pytest.raises(ValueError, match=r"'fast' is not one of \['quick', 'standard', 'thorough'\]"):
         get_preset("fast")
+
+
+def test_one_timing_rule_for_every_caller():
+    from harness.serve.presets import time_kernels, timing_default
+
+    assert timing_default("cuda") and not timing_default("cpu")
+    assert [time_kernels("cpu", t) for t in (None, True, False)] == [False, True, False]
+    for preset in PRESETS.values():
+        assert preset.run_options("cpu").time_kernels is False and preset.run_options("cuda").time_kernels is True
+        assert preset.run_options("cpu", timing=True).time_kernels is True

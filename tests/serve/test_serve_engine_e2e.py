@@ -4,8 +4,9 @@ One batch of four candidates: the bundled Triton GELU (PASSED, timed and
 screened: positive reward), a GELU whose forward raises with its process id
 (RUNTIME_ERROR, negative reward; the id proves it ran outside the server), a
 GELU that starts a thread (refused by the static scan: REWARD_HACK, never
-run), and a syntax error (COMPILE_ERROR). Then a resubmission is answered
-from the store, and `kernelgate leaderboard` reads the service's results folder.
+run), and a syntax error (COMPILE_ERROR). Nothing is timed (the CPU path's
+rule, as `kernelgate run`). Then a resubmission of the PASSED kernel is
+answered from the store, and `kernelgate leaderboard` reads the service's results folder.
 """
 
 from __future__ import annotations
@@ -48,7 +49,10 @@ def test_serve_evaluates_through_the_engine_and_never_in_its_own_process(tmp_pat
     assert statuses == ["PASSED", "RUNTIME_ERROR", "REWARD_HACK", "COMPILE_ERROR"], [v["records"] for v in views]
     ok, raised, hack, broken = views
     rec = ok["records"][0]
-    assert rec["timing"] and rec["screening"] is None and rec["generator"] == "e2e-gen"  # the CPU path: no verdict
+    # the CPU path: no timing unless asked (the rule of kernelgate run and the API), so no verdict either
+    assert rec["timing"] is None and rec["screening"] is None and rec["generator"] == "e2e-gen"
+    assert rec["client"] == "e2e"
+    assert "not timed" in ok["feedback"] and "noisy" not in ok["feedback"]
     assert ok["reward"]["value"] == 0.5 and raised["reward"]["value"] == -0.5 and hack["reward"]["value"] == -1.0
     pid = int(raised["records"][0]["error"]["message"].split("pid=")[1].split()[0])
     assert pid != srv.proc.pid

@@ -71,6 +71,8 @@ def test_query_many_with_a_reward_config(server):
 
 
 def test_idempotency_same_task_unless_rerun_or_another_preset(server):
+    """One client's identical submission is its earlier task; another client's is a task of its own (its records
+    carry its name: a client's records never answer another's submission)."""
     src = variant(GELU, 2)
     with client(server.url) as c, client(server.url, "bob") as other:
         a = c.post("/v1/tasks", json={"source": src, "problem": "gelu"}).json()
@@ -78,7 +80,9 @@ def test_idempotency_same_task_unless_rerun_or_another_preset(server):
         again = c.post("/v1/tasks", json={"source": src, "problem": "gelu", "rerun": True}).json()
         thorough = c.post("/v1/tasks", json={"source": src, "problem": "gelu", "preset": "thorough"}).json()
         after = c.post("/v1/tasks", json={"source": src, "problem": "gelu"}).json()
-    assert not a["deduplicated"] and b["deduplicated"] and b["task_id"] == a["task_id"]
+        same = c.post("/v1/tasks", json={"source": src, "problem": "gelu"}).json()
+    assert not a["deduplicated"] and not b["deduplicated"] and b["task_id"] != a["task_id"]
+    assert same["deduplicated"] and same["task_id"] == after["task_id"]
     assert not again["deduplicated"] and again["task_id"] != a["task_id"]
     assert not thorough["deduplicated"] and thorough["task_id"] not in (a["task_id"], again["task_id"])
     assert after["deduplicated"] and after["task_id"] == again["task_id"]  # the latest identical task
@@ -166,7 +170,7 @@ def _client_process(url: str, who: str, k: int, out) -> None:
     out.put((k, ids, [len(v["records"]) for v in views]))
 
 
-def test_concurrent_client_processes_share_identical_tasks_and_lose_nothing(tmp_path):
+def test_concurrent_client_processes_share_their_identical_tasks_and_lose_nothing(tmp_path):
     srv = fake_server(tmp_path / "results", "--delay", "0.05", tokens=write_tokens(tmp_path / "tokens.json")).start()
     try:
         ctx = mp.get_context("spawn")
@@ -180,10 +184,11 @@ def test_concurrent_client_processes_share_identical_tasks_and_lose_nothing(tmp_
             assert p.exitcode == 0
     finally:
         srv.stop()
-    shared = {tuple(ids[:5]) for _, ids, _ in got}
-    assert len(shared) == 1  # every process got the same five task ids for the same five sources
+    shared = {k % 2: {tuple(ids[:5]) for j, ids, _ in got if j % 2 == k % 2} for k, _, _ in got}
+    assert all(len(v) == 1 for v in shared.values())  # a client's processes got the same five tasks for the same five
+    assert shared[0] != shared[1]  # sources; the other client got tasks of its own
     all_ids = {t for _, ids, _ in got for t in ids}
-    assert len(all_ids) == 5 + 3 * 5
+    assert len(all_ids) == 2 * 5 + 3 * 5
     assert all(n == [1] * 10 for _, _, n in got)
     lines = [json.loads(x) for x in (tmp_path / "results" / "results.jsonl").read_text().splitlines()]
     assert len(lines) == len(all_ids)  # one record per task and workload, none twice
@@ -230,3 +235,37 @@ def test_an_engine_failure_becomes_harness_error_records_that_are_not_reused(ser
     assert "the engine failed on this batch" in v["records"][0]["error"]["message"]
     assert "RAISE_IN_ENGINE" in lane["last_error"] and lane["state"] != "retired"
     assert not again["deduplicated"] and again["task_id"] != first["task_id"]
+
+
+def test_records_carry_the_authenticated_client_and_generator_names_belong_to_one_client(server):
+    """Was: records named no client, and any client could file records under another's generator name (the
+    leaderboard then ranked them there)."""
+    with client(server.url) as alice, client(server.url, "bob") as bob:
+        mine = alice.post("/v1/tasks", json={"source": variant(GELU, 300), "problem": "gelu", "generator": "alice-pol"})
+        v = alice.get(f"/v1/tasks/{mine.json()['task_id']}", params={"wait_s": 20, "include": "records"}).json()
+        taken = bob.post("/v1/tasks", json={"source": variant(GELU, 301), "problem": "gelu", "generator": "alice-pol"})
+        named = bob.post("/v1/batches", json={"candidates": [{"source": variant(GELU, 302)},
+                                                             {"source": variant(GELU, 303), "generator": "alice"}],
+                                              "problem": "gelu"})
+        own = bob.post("/v1/tasks", json={"source": variant(GELU, 304), "problem": "gelu"})
+        w = bob.get(f"/v1/tasks/{own.json()['task_id']}", params={"wait_s": 20, "include": "records"}).json()
+    assert v["records"][0]["client"] == "alice" and v["client"] == "alice"
+    assert taken.status_code == 403 and _err(taken)["field"] == "generator"
+    assert "belongs to client 'alice'" in _err(taken)["message"]
+    assert named.status_code == 403 and _err(named)["field"] == "candidates[1].generator"
+    assert "name of another client" in _err(named)["message"]
+    assert w["records"][0]["client"] == "bob" and w["records"][0]["generator"] == "bob"  # his own name by default
+
+
+def test_a_stored_crash_is_never_the_answer_to_a_new_submission(server):
+    """Was: a crash another client's candidate caused was served from the store ("deduplicated") to a resubmission."""
+    src = variant(GELU, 310) + "# CRASH_ME\n"
+    with client(server.url) as c:
+        first = c.post("/v1/tasks", json={"source": src, "problem": "gelu"}).json()
+        v1 = c.get(f"/v1/tasks/{first['task_id']}", params={"wait_s": 20}).json()
+        again = c.post("/v1/tasks", json={"source": src, "problem": "gelu"}).json()
+        v2 = c.get(f"/v1/tasks/{again['task_id']}", params={"wait_s": 20}).json()
+        third = c.post("/v1/tasks", json={"source": src, "problem": "gelu"}).json()
+    assert v1["statuses"] == {"smoke": "CRASHED"}
+    assert not again["deduplicated"] and again["task_id"] != first["task_id"] and v2["statuses"] == {"smoke": "PASSED"}
+    assert third["deduplicated"] and third["task_id"] == again["task_id"]  # a PASSED answer is reused

@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 
 from harness.records import EnvSnapshot, ErrorInfo, JobResult, Status
-from harness.serve.store import NewTask, QueueFull, Store
+from harness.serve.store import GeneratorTaken, NewTask, QueueFull, Store
 
 ENV = EnvSnapshot(device_kind="cpu", device_name="cpu", device_uuid=None, driver=None, python="3.11", torch="2.13",
                   triton="3.9", tilelang=None, harness="0.1.0")
@@ -115,3 +115,45 @@ def test_a_task_with_a_harness_error_is_not_reused(tmp_path):
     assert s.get(["t1"])["t1"].state == "done"
     assert s.submit([_task("t2", "k1")], 10) == [("t2", False)]
     assert s.submit([_task("t3", "k1")], 10) == [("t2", True)]
+
+
+@pytest.mark.parametrize("status, error_type, reused", [
+    (Status.CRASHED, "WorkerDied", False), (Status.TIMEOUT, "Timeout", False), (Status.TOO_LARGE, "OutOfMemory", False),
+    (Status.RUNTIME_ERROR, "MemoryError", False), (Status.COMPILE_ERROR, "ImportError", False),
+    (Status.COMPILE_ERROR, "SyntaxError", True), (Status.INCORRECT_NUMERICAL, "INCORRECT_NUMERICAL", True),
+    (Status.REWARD_HACK, "StaticAntiCheat", True), (Status.PASSED, None, True),
+])
+def test_only_verdicts_on_the_candidate_are_served_again(tmp_path, status, error_type, reused):
+    """A failure in a worker (a neighbour can re-limit or starve it through the OS) is evaluated again; a verdict
+    on the candidate's own code or outputs is the answer."""
+    s = Store(tmp_path)
+    s.submit([_task("t1", "k1")], 10)
+    s.claim("cpu", 1, lambda t: 0)
+    extra = {"evidence": {"mechanism": "static_scan"}} if status is Status.REWARD_HACK else {}
+    s.add_record("t1", _rec("t1", "smoke").replace(
+        status=status, error=ErrorInfo(error_type, "x") if error_type else None, **extra))
+    assert s.submit([_task("t2", "k1")], 10) == ([("t1", True)] if reused else [("t2", False)])
+
+
+def test_a_generator_name_belongs_to_the_first_client(tmp_path):
+    s = Store(tmp_path)
+    assert s.submit([_task("t1", "k1")], 10) == [("t1", False)]
+    bob = NewTask("t2", "k2", "bob", {**_task("x", "k").spec, "generator": "g"}, ("smoke",))
+    with pytest.raises(GeneratorTaken, match="generator 'g' belongs to client 'alice'"):
+        s.submit([_task("t3", "k3"), bob], 10)
+    assert s.get(["t3", "t2"]) == {}  # nothing of the refused submission was enqueued
+    assert s.generator_owner("g") == "alice"
+
+
+def test_an_older_queue_adopts_the_rules_when_opened(tmp_path):
+    s = Store(tmp_path)
+    s.submit([_task("t1", "k1")], 10)
+    s.claim("cpu", 1, lambda t: 0)
+    s.add_record("t1", _rec("t1", "smoke").replace(status=Status.CRASHED, error=ErrorInfo("WorkerDied", "x")))
+    s.close()
+    with sqlite3.connect(tmp_path / "serve" / "queue.sqlite") as db:  # as a harness before the rules left it
+        db.execute("UPDATE tasks SET harness_error = 0")
+        db.execute("DELETE FROM generators")
+        db.execute("DELETE FROM meta WHERE name = 'rules'")
+    again = Store(tmp_path)
+    assert again.submit([_task("t2", "k1")], 10) == [("t2", False)] and again.generator_owner("g") == "alice"
