@@ -154,6 +154,23 @@ def _diagnostics(recs: Sequence[JobResult]) -> list[str]:
     return out
 
 
+def _heldout_lines(recs: Sequence[JobResult]) -> list[str]:
+    """One line per failed held-out shape: the workload, the sizes, the status, the value profile, the worst element."""
+    out = []
+    for r in recs:
+        for s in (r.heldout.shapes if r.heldout is not None else ()):
+            if s.status is None or s.status == Status.PASSED.value:
+                continue
+            sizes = ", ".join(f"{k}={v}" for k, v in s.sizes.items())
+            prof = f" (value profile '{s.failed_profile}')" if s.failed_profile else ""
+            w = s.worst
+            worst = (f"; worst element at [{', '.join(map(str, w.index))}]: got {w.got:.6g}, expected {w.expected:.6g}"
+                     if w is not None else "")
+            out.append(f"- {md_text(r.workload)} at {md_text(sizes)}: {s.status}{prof}{md_text(worst)}: "
+                       f"{md_text(s.detail.splitlines()[0][:300] if s.detail else '')}")
+    return out
+
+
 def feedback_text(records: JobResult | Sequence[JobResult], *, source: str | None = None,
                   problem_id: str | None = None) -> str:
     """Markdown feedback on one attempt (see the module docstring), ending with one newline.
@@ -205,6 +222,9 @@ def feedback_text(records: JobResult | Sequence[JobResult], *, source: str | Non
                 out += ["", _indent(md_fence(e["message"], "text")), ""]
             if e["traceback"]:
                 out += ["", _indent(md_fence(e["traceback"], "text"))]
+    held = _heldout_lines(recs)
+    if held:
+        out += ["", "Held-out shapes (sizes beside the public ones, drawn per run) where it failed:"] + held
     diags = _diagnostics(recs)
     if diags:
         out += ["", "Static diagnostics:"] + diags
@@ -222,6 +242,9 @@ def feedback_text(records: JobResult | Sequence[JobResult], *, source: str | Non
         out.append("It compiled to device source but was not executed here (no GPU); keep it correct and make it fast.")
     elif not attempted:
         out.append("The harness could not evaluate it (HARNESS_ERROR: not a fault of the code); it can be submitted again.")
+    elif held:
+        out.append("It was correct at the public shapes but not at the held-out ones above: compute grids and masks "
+                   "from the inputs' shapes and mask every tail, so any size works.")
     elif any(M.e_lib_of(r) is not None for r in recs):
         out.append("It was correct. Make it faster: remove the defects above and move E_lib above 1 and U_roof towards 1.")
     else:
