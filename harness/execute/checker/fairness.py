@@ -14,8 +14,9 @@ problem, the workload and the device, not of the run):
    where the library needs most of the tolerance, an honest kernel that sums in another order needs more, and
    a profile that fails honest kernels teaches nothing.
 
-The standard profile is always used (it is the problem's public distribution); its probe is recorded too, and
-where the library misses the tolerance there the comparison widens to the library's error as it always has.
+The standard profile is judged the same way and recorded, but a public workload always uses it (it is the
+problem's public distribution; where the library misses the tolerance there the comparison widens to the
+library's error as it always has); a held-out shape whose standard profile is not fair is not judged.
 The verdicts are cached on disk under ``$KERNELGATE_CACHE/fairness/`` (default
 ``~/.cache/kernelgate/fairness/``; ``KERNELGATE_CACHE=off`` turns it off), keyed by everything they depend on:
 the problem file's bytes, the workload's sizes, dtype, tolerance, TF32, mode and baseline, the device's name,
@@ -71,7 +72,9 @@ an input): what the checker computes for a correctness round."""
 
 def judge(reference: Reference, candidates: tuple[int, ...], *, atol: float, rtol: float,
           reduction_length: int | None, seeds: int = PROBE_SEEDS) -> list[Fairness]:
-    """The verdict of each profile in ``candidates`` (the standard one is always fair)."""
+    """The verdict of each profile in ``candidates``. The standard profile is judged like the others: a public
+    workload uses it whatever its verdict (its rounds widen to the library's own error as always), a held-out
+    shape whose standard profile is not fair is not judged (:mod:`harness.execute.parent.correctness_plan`)."""
     import torch
 
     from harness.execute.shared.value_profiles import NORMAL, profile
@@ -99,10 +102,7 @@ def judge(reference: Reference, candidates: tuple[int, ...], *, atol: float, rto
             if not res["ok"] and not why:
                 why = (f"the library itself needs more than {HEADROOM:g} of the tolerance on probe {k} (an honest "
                        f"kernel summing in another order could miss it): {res['detail'][:300]}")
-        if index == NORMAL:
-            out.append(Fairness(index, name, True, "the public distribution: always used" +
-                                (f" ({why})" if why else ""), worst))
-        elif not changed_any:
+        if not changed_any:
             out.append(Fairness(index, name, False, "changes no input of this problem (no input of a domain it "
                                                     "rewrites)", None))
         elif why:
