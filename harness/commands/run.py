@@ -178,10 +178,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         timing=TimingConfig.for_device(device, quick=args.quick), time_kernels=time_kernels,
         jobs=args.jobs or min(8, os.cpu_count() or 1),
         keep_scratch=args.keep_scratch, scratch_root=Path(args.scratch) if args.scratch else None,
-        precompile=not args.no_precompile, sandbox=not args.no_sandbox, check_slots=args.check_slots,
+        precompile=not args.no_precompile, sandbox=not args.no_sandbox, isolation=args.isolation,
+        check_slots=args.check_slots,
         gpu_memory_fraction=args.gpu_memory_fraction, prestart=not args.no_prestart, handoff=args.handoff,
         spawn=args.spawn, context_starts=args.context_starts,
         mode=args.mode, baseline=args.baseline, max_file_bytes=args.max_file_mib << 20,
+        heldout_shapes=max(0, args.heldout_shapes), heldout_gate=args.heldout_gate,
     )
     snap = envmod.snapshot(device, gpus[0])
     ceilings = None
@@ -292,7 +294,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also evaluate the workloads of this private file {problem_id: [{name, set, dtype, tags}]} "
                         "(kept outside the problems; recorded as secret)")
     p.add_argument("--rounds", type=int, default=DEFAULTS.rounds,
-                   help=f"correctness rounds per workload (minimum {DEFAULTS.rounds})")
+                   help=f"correctness rounds per workload (minimum {DEFAULTS.rounds}; at least one per fair value "
+                        "profile)")
+    p.add_argument("--heldout-shapes", type=int, default=DEFAULTS.heldout_shapes, metavar="N",
+                   help=f"held-out shapes per workload, derived from the problem's size constants and drawn with the "
+                        f"run's secret seed (default {DEFAULTS.heldout_shapes}; 0: none); reported as "
+                        "the record's 'heldout' and the leaderboard's 'generalizes' (docs/correctness.md)")
+    p.add_argument("--heldout-gate", action="store_true", default=DEFAULTS.heldout_gate,
+                   help="a workload that fails at a held-out shape fails (default: reported beside its verdict, "
+                        "which KernelBench's one-shape semantics keeps)")
     p.add_argument("--mode", choices=("train", "eval"), default=None,
                    help="the mode Model and ModelNew run in; default: each problem's own (plain KernelBench files: "
                         "train, as KernelBench's evaluator; annotated problems: eval). Recorded in every result")
@@ -354,8 +364,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"GPU: candidates whose correctness rounds may share one GPU at once (default "
                         f"{DEFAULTS.check_slots}); timing always has the GPU to itself. 1 = one candidate on the GPU "
                         "at a time")
-    p.add_argument("--no-sandbox", action="store_true", help="do not apply the Landlock sandbox in the workers "
-                   "(recorded in each result's env.sandbox)")
+    p.add_argument("--isolation", choices=("strict", "available", "off"), default=DEFAULTS.isolation,
+                   help="the workers' OS boundary (docs/security.md): 'strict' (default) refuses to start on a "
+                        "machine that cannot give all of it; 'available' runs with what the machine allows; 'off' "
+                        "applies resource limits only (debugging). What was in force is in every record's "
+                        "env.sandbox")
+    p.add_argument("--no-sandbox", action="store_true", help="same as --isolation off")
     p.add_argument("--keep-scratch", action="store_true", help="keep each candidate's scratch folder (debugging)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--yes-execute", "--allow-untrusted", dest="yes_execute", action="store_true",

@@ -90,7 +90,7 @@ class CallFacts:
                    traceback_tail=(err.traceback_tail or "") if err is not None else "",
                    out_of_memory=bool(r.out_of_memory), stream_ms=r.stream_ms, device_ms=r.device_ms,
                    enqueue_us=r.enqueue_us, idle_ms=r.idle_ms, launches=int(r.launches), aten_ops=tuple(r.aten_ops),
-                   new_threads=int(r.new_threads), new_children=int(r.new_children),
+                   new_threads=int(r.new_threads), new_children=int(getattr(r, "new_children", 0)),
                    output_types=tuple(r.output_types), lowered=r.lowered_sources is not None,
                    audit_blocked=tuple(r.audit_blocked))
 

@@ -15,7 +15,7 @@ import torch
 from harness.execute.wire import protocol as P
 from harness.execute.checker.main import _reference
 from harness.execute.parent.checker_client import CheckerPool
-from harness.execute.wire.handoff import OutputReader
+from harness.execute.worker.outputs import OutputReader
 from harness.problems.registry import load_registry
 
 
@@ -26,9 +26,9 @@ def _request(tmp_path, name: str) -> P.Compare:
                     input_transform=prob.input_transform, allow_tf32=False)
     _, libs = _reference(ctx, 12, 0)  # the library's own output: a correct candidate
     path = tmp_path / f"{name}.raw"
-    digest = OutputReader(torch).write([t.clone() for t in libs], path)
+    OutputReader(torch).write([t.clone() for t in libs], str(path))
     return P.Compare(ctx=ctx, seed=12, transform=0, atol=w.atol, rtol=w.rtol, reduction_length=w.reduction_length,
-                     in_place=False, output_path=str(path), output_digest=digest)
+                     in_place=False, outputs=P.Committed(path=str(path)), handoff_dir=str(tmp_path))
 
 
 def test_second_compare_of_a_workload_reuses_its_references(tmp_path):

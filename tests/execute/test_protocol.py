@@ -1,15 +1,17 @@
-"""The private channel, the typed protocol and the job spec: forged or malformed messages are rejected,
-future seeds are never sent ahead."""
+"""The framing of the worker's pipes (deadlines and caps), the typed protocol and the job spec: malformed
+messages are rejected, future seeds are never sent ahead."""
 
 from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 
 import pytest
 
 from harness.execute.wire import protocol as P
-from harness.execute.wire.channel import ChannelError, Endpoint, decode, encode
+from harness.execute.wire.channel import ChannelClosed, ChannelError, ChannelTimeout, Endpoint
 from harness.execute.shared.inputs import round_seed
 from harness.execute.parent.options import RunOptions
 from harness.execute.parent.session import Session
@@ -17,35 +19,64 @@ from harness.execute.parent.session import Session
 from _support import FIXTURES, device_context, task_for
 
 
-def test_forged_or_corrupted_messages_are_rejected():
-    key = os.urandom(32)
-    line = encode(key, {"event": "timing", "samples_ms": {"candidate": [0.001]}})
-    assert decode(key, line.strip()) == {"event": "timing", "samples_ms": {"candidate": [0.001]}}
-    with pytest.raises(ChannelError, match="authentication"):
-        decode(os.urandom(32), line.strip())
-    frame = json.loads(line)
-    frame["body"] = frame["body"].replace("0.001", "0.0001")
-    with pytest.raises(ChannelError, match="authentication"):
-        decode(key, json.dumps(frame).encode())
-    with pytest.raises(ChannelError, match="malformed"):
-        decode(key, b'{"event": "done"}')
+def _pipe():
+    r, w = os.pipe()
+    return Endpoint(r, w), r, w
 
 
 def test_endpoint_roundtrip_over_a_pipe():
-    r, w = os.pipe()
-    key = os.urandom(32)
-    a = Endpoint(os.fdopen(r, "rb", buffering=0), w, key)
+    a, r, w = _pipe()
     a.send({"n": 1})
     a.send({"n": 2})
-    assert a.recv() == {"n": 1} and a.has_buffered and a.recv() == {"n": 2}
+    assert a.recv(1.0) == {"n": 1} and a.has_buffered and a.recv(1.0) == {"n": 2}
     os.close(w)
-    assert a.recv() is None
+    with pytest.raises(ChannelClosed):
+        a.recv(1.0)
+
+
+def test_half_a_message_then_nothing_is_a_timeout_that_ends():
+    """Exploit: half a line on the result pipe, then a hang; the parent's read used to block for good."""
+    a, r, w = _pipe()
+    os.write(w, b'{"kind": "call_report", "v": 3, "call_')
+    t0 = time.monotonic()
+    with pytest.raises(ChannelTimeout) as info:
+        a.recv(0.3)
+    assert 0.25 < time.monotonic() - t0 < 5 and info.value.partial > 0
+    with pytest.raises(ChannelTimeout) as info:
+        a.recv(0.05)  # still nothing complete
+    assert info.value.partial > 0
+
+
+def test_junk_and_oversized_lines_are_channel_errors():
+    """Exploit: a flood of bytes without an end of line would grow the parent's buffer without bound."""
+    a, r, w = _pipe()
+    a.max_bytes = 1 << 16
+    os.write(w, b"[1, 2]\n")
+    with pytest.raises(ChannelError, match="not a JSON object"):
+        a.recv(1.0)
+    os.write(w, b"not json\n")
+    with pytest.raises(ChannelError, match="not JSON"):
+        a.recv(1.0)
+    b, r2, w2 = _pipe()
+    b.max_bytes = 1 << 16
+    flood = threading.Thread(target=lambda: os.write(w2, b"x" * (1 << 17)), daemon=True)
+    flood.start()
+    with pytest.raises(ChannelError, match="without an end of line"):
+        b.recv(5.0)
+    assert len(b._buf) <= (1 << 16) + (1 << 16)  # at most one read past the cap
+
+
+def test_a_peer_that_never_reads_times_the_send_out():
+    a, r, w = _pipe()
+    with pytest.raises(ChannelTimeout, match="did not read"):
+        for _ in range(10_000):  # the pipe's buffer fills; nobody reads it
+            a.send({"pad": "x" * 4096}, timeout_s=0.2)
 
 
 def test_spec_carries_no_call_seeds_and_no_base_seed(tmp_path):
     opts = RunOptions(device="cpu", base_seed=987654321)
     sess = Session(task_for(FIXTURES / "mixed", "gelu.py", "gelu"), device_context(opts))
-    spec = sess._spec(tmp_path / "c.py", tmp_path, b"k" * 32)
+    spec = sess._spec(tmp_path / "c.py", tmp_path)
     text = json.dumps(P.encode(spec))
     assert "987654321" not in text
     for r in list(range(opts.rounds)) + list(range(1000, 1100)):

@@ -187,16 +187,6 @@ def test_kill_all_ends_the_tree_of_an_interrupted_runs_worker(started, token):
     assert _wait(lambda: not _running(sleep)), "the adopted sleep survived kill_all"
 
 
-def test_the_worker_is_a_subreaper_before_it_reads_its_spec():
-    """Without the flag in ``worker.main`` (the one entry of workers started with exec and forked ones alike)
-    a candidate's orphans leave the worker's tree. The spec never comes here: main returns 3 after its set-up,
-    and the flag is already there (it comes before the sandbox, the audit hooks and the candidate)."""
-    code = ("import os\nfrom harness.execute.parent import reaper\nfrom harness.execute.worker import main as worker\nr, w = os.pipe()\nos.close(w)\n"
-            "code = worker.main(['--in-fd', str(r), '--out-fd', '1'])\nprint(code, reaper.is_subreaper())\n")
-    out = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True, timeout=60)
-    assert out.stdout.split() == ["3", "True"], out.stderr[-2000:]
-
-
 def test_the_fork_server_kills_an_adopted_orphan_and_spares_its_workers(started, token, tmp_path):
     """Without the server's own subreaper flag, or without ``zygote.cull`` in its loop, the orphan of a forked
     worker (one whose candidate cleared the worker's flag) outlives it; a cull that ignored the forked set

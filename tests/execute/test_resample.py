@@ -3,6 +3,8 @@ stream's clock, the quietest, is scored (TimingPhase.sample_settled)."""
 
 from __future__ import annotations
 
+import contextlib
+
 import types
 
 import pytest
@@ -222,7 +224,7 @@ def test_a_phase_that_ends_on_a_failed_verification_drops_the_checkers_other_kep
     session = types.SimpleNamespace(
         cuda=True, o=types.SimpleNamespace(round_timeout_s=5, check_share=1.0, base_seed=1),
         _rng=__import__("random").Random(0), _send=sent.append, _recv=recv, _judge_call=lambda rep: None,
-        _add=lambda *a: None, _phases={})
+        _add=lambda *a: None, _phases={}, _frozen=contextlib.nullcontext)
 
     class Checker:
         def request(self, req):
@@ -235,7 +237,7 @@ def test_a_phase_that_ends_on_a_failed_verification_drops_the_checkers_other_kep
 
     phase = TimingPhase(session)
     failure = judge.Failure(Status.REWARD_HACK, "timed call 1: wrong output")
-    phase.verify = lambda w, checker, cid, position, *a, **k: failure if position == 1 else None
+    phase.verify = lambda w, checker, cid, committed, position, *a, **k: failure if position == 1 else None
     w = types.SimpleNamespace(name="w1", input_bytes=1 << 20, output_bytes=1 << 20, min_bytes=2 << 20)
     got = phase.sample(w, None, Checker(), TimingConfig(warmup=0, reps=8, trials=1), 1.0)
     assert got is failure

@@ -410,39 +410,3 @@ def test_unavailable_landlock_is_reported_not_raised(layout, monkeypatch):
     assert desc == "none: landlock unavailable (no Landlock syscall numbers known for sparc64)"
     monkeypatch.setattr(sys, "platform", "darwin")
     assert sandbox.apply(sandbox.SandboxPolicy((), (), ())).startswith("none: landlock unavailable (not Linux")
-
-
-# --------------------------------------------------------------------------- process limits
-
-
-def _limits_child(code: str) -> str:
-    """RLIMIT_NPROC set in a child, never in the test process."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-c", "from harness.execute.boundary import landlock as sandbox\n" + textwrap.dedent(code)],
-                          capture_output=True, text=True, timeout=60, env=env)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
-
-
-def test_process_limits_sets_headroom_for_non_root():
-    out = _limits_child('''
-        import os, resource
-        os.geteuid = lambda: 1000  # pretend: as real root the kernel would ignore the limit
-        desc = sandbox.process_limits(50)
-        soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
-        assert desc.startswith("nproc: <= ") and soft == int(desc.split()[2]) and soft >= 50, (desc, soft)
-        print(desc)
-    ''')
-    assert "headroom 50" in out
-
-
-def test_process_limits_none_and_root():
-    out = _limits_child('''
-        import os, resource
-        before = resource.getrlimit(resource.RLIMIT_NPROC)
-        print(sandbox.process_limits(None))
-        os.geteuid = lambda: 0
-        print(sandbox.process_limits(10))
-        assert resource.getrlimit(resource.RLIMIT_NPROC) == before
-    ''')
-    assert out.splitlines() == ["nproc: not limited", "nproc: not limited (root: the kernel ignores RLIMIT_NPROC for uid 0)"]

@@ -51,8 +51,8 @@ What is NOT enforced (be honest about it)::
       break every GPU job. Which devices can be opened is still restricted.
     * UDP, unix pathname sockets, raw sockets (if the process holds
       CAP_NET_RAW): Landlock up to ABI 7 has no rule for them.
-    * CPU, memory, GPU memory, time: see the worker's rlimits, the runner's
-      timeouts and :func:`process_limits`.
+    * CPU, memory, GPU memory, time: see the worker's rlimits
+      (:mod:`harness.execute.boundary.limits`) and the parent's deadlines.
     * Threads that already exist when apply() runs, on kernels before ABI 8:
       ``landlock_restrict_self`` restricts the calling thread (and its future
       children) only. From ABI 8 on, ``LANDLOCK_RESTRICT_SELF_TSYNC`` restricts
@@ -475,53 +475,3 @@ def apply(policy: SandboxPolicy) -> str:
     parts = ["fs"] + (["tcp"] if net else []) + (["signal-scope", "unix-scope"] if scoped else [])
     note = f"; {unconfined} earlier thread{'s' if unconfined != 1 else ''} unconfined" if unconfined else ""
     return f"landlock-abi{abi} ({', '.join(parts)}{note})"
-
-
-# --------------------------------------------------------------------------- process count
-
-
-def _tasks_of_uid(uid: int) -> int:
-    """Processes plus threads owned by ``uid`` right now (what RLIMIT_NPROC counts)."""
-    n = 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            if entry.stat().st_uid == uid:
-                n += len(os.listdir(f"/proc/{entry.name}/task"))
-        except OSError:
-            continue
-    return n
-
-
-def process_limits(max_procs: int | None) -> str:
-    """Cap how many more processes/threads this user may start (fork-bomb guard); returns a description.
-
-    RLIMIT_NPROC is not a per-process-tree count: the kernel compares it with
-    the number of tasks (processes *and* threads) of the real user id across
-    the whole machine. So the limit set is ``tasks of this uid now +
-    max_procs``: ``max_procs`` is the headroom. Other processes of the same
-    user (parallel workers, the runner's threads) eat into it, so leave
-    generous headroom; a fork bomb then fails with EAGAIN instead of taking
-    the machine.
-
-    As root nothing is set: the kernel ignores RLIMIT_NPROC for uid 0 (and for
-    any process holding CAP_SYS_RESOURCE or CAP_SYS_ADMIN), so the limit would
-    only give a false sense of safety. Run the harness as a dedicated non-root
-    user to get it.
-    """
-    import resource
-
-    if max_procs is None:
-        return "nproc: not limited"
-    if os.geteuid() == 0:
-        return "nproc: not limited (root: the kernel ignores RLIMIT_NPROC for uid 0)"
-    uid = os.getuid()
-    limit = _tasks_of_uid(uid) + int(max_procs)
-    soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
-    new_hard = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
-    try:
-        resource.setrlimit(resource.RLIMIT_NPROC, (min(limit, new_hard), new_hard))
-    except (ValueError, OSError) as exc:
-        return f"nproc: not limited (setrlimit failed: {exc})"
-    return f"nproc: <= {min(limit, new_hard)} tasks for uid {uid} (headroom {max_procs})"

@@ -26,6 +26,12 @@ What it does, per request:
   the library on them back to back, for the parent's wall clock.
 * ``LibKernels``: the library's forward under the profiler: which kernels the
   library op is made of on this device.
+* ``FairnessProbe``: which value profiles are fair for a workload (the float64
+  reference finite, the library within half the tolerance), probed once with
+  the rounds' own reference and cached on disk
+  (:mod:`harness.execute.checker.fairness`). Where an output is a sum, every
+  reference also carries the sums' error scales
+  (:mod:`harness.execute.checker.terms`), which ``Compare`` and ``Verify`` use.
 
 References are cached, least recently used first out, up to
 ``KERNELGATE_CHECKER_CACHE_MB`` (default 4096) per process: every candidate
@@ -35,6 +41,7 @@ one problem share one reference computation.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -51,6 +58,10 @@ _REF_CACHE_MAX_ENTRIES = 64
 _CTX: "OrderedDict[str, Any]" = OrderedDict()
 _CTX_MAX = 8
 _KEPT: dict[int, tuple[list, P.Context, int, int]] = {}
+_TERMS: "OrderedDict[str, list]" = OrderedDict()
+"""The sums' error scales of a cached reference (same key; :mod:`harness.execute.checker.terms`)."""
+_SUMS: dict[str, bool] = {}
+"""Per context: whether an output of the problem's Model is a linear function of sums."""
 _STATE: dict[str, Any] = {}
 
 
@@ -145,20 +156,24 @@ def _reference(ctx: P.Context, seed: int, transform: int) -> tuple[list, list]:
     inputs = _inputs(ctx, b.module, seed, transform)
     libs = [t.detach() for t in flatten_outputs(b.thread.run(forward, b.model, [x.clone() if isinstance(x, torch.Tensor)
                                                                             else x for x in inputs], _fwd_seed(ctx, seed)))]
-    with torch.no_grad():
+    with torch.no_grad(), _trail(ctx, b, inputs) as trail:
         try:
             model64 = make_reference_model(b.module, "float64", ctx.device, ctx.model_seed, ctx.mode)
             in64 = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
             if ctx.mode == "train":
                 torch.manual_seed(seed)
-            refs = [t.detach().double() for t in flatten_outputs(model64(*in64))]
+            outs = flatten_outputs(model64(*in64))
         except (RuntimeError, TypeError, NotImplementedError):
             # op without a float64 kernel on this device: fall back to float32 on upcast inputs
             model32 = make_reference_model(b.module, "float32", ctx.device, ctx.model_seed, ctx.mode)
             in32 = [x.float() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
             if ctx.mode == "train":
                 torch.manual_seed(seed)
-            refs = [t.detach().double() for t in flatten_outputs(model32(*in32))]
+            outs = flatten_outputs(model32(*in32))
+        _TERMS[key] = trail(outs)
+        refs = [t.detach().double() for t in outs]
+    while len(_TERMS) > _REF_CACHE_MAX_ENTRIES:
+        _TERMS.popitem(last=False)
     limit = cache_limit_bytes()
     if _nbytes((refs, libs)) <= limit:
         _REF_CACHE[key] = (refs, libs)
@@ -167,38 +182,88 @@ def _reference(ctx: P.Context, seed: int, transform: int) -> tuple[list, list]:
     return refs, libs
 
 
-def _load(ipc: Any, path: str | None, digest: str | None) -> list:
-    """Tensors handed off by a worker (CUDA IPC descriptors, or a file and its digest); raises
-    HandoffTampered/HandoffError."""
-    from harness.execute.wire.handoff import HandoffTampered, import_outputs, read_raw
+@contextlib.contextmanager
+def _trail(ctx: P.Context, b: _Baseline, inputs: list):
+    """Around the reference's forward: where an output of the problem is a sum, the magnitude trail that gives
+    the sums' error scales (:mod:`harness.execute.checker.terms`); yields outputs -> their scales (None each where
+    no output is a sum)."""
+    from harness.execute.checker.terms import has_sums, term_sizes, trail
 
-    if ipc is not None:
-        return import_outputs(list(ipc))
-    if path is None:
-        raise HandoffTampered("no outputs were handed off")
-    return read_raw(path, digest)
+    if ctx.key not in _SUMS:
+        _SUMS[ctx.key] = has_sums(b.module, inputs, ctx.mode)
+    if not _SUMS[ctx.key]:
+        yield lambda outs: [None] * len(outs)
+        return
+    with trail():
+        yield term_sizes
+
+
+def _terms_of(ctx: P.Context, seed: int, transform: int) -> list | None:
+    """The sums' error scales of the reference :func:`_reference` computed for these inputs (None: unknown)."""
+    key = json.dumps([ctx.key, seed, transform])
+    if key in _TERMS:
+        _TERMS.move_to_end(key)
+        return _TERMS[key]
+    return None
+
+
+def fairness_probe(req: P.FairnessProbe) -> P.FairnessReply:
+    """Which value profiles are fair for the workload (:mod:`harness.execute.checker.fairness`), probed with the
+    rounds' own reference and library (:func:`_reference`), or from the cache."""
+    from harness.execute.checker import fairness
+    from harness.execute.shared.inputs import make_profile_inputs
+
+    t0 = time.perf_counter()
+    ctx = req.ctx
+
+    def reference(seed: int, profile: int) -> tuple[list, list, list, bool]:
+        refs, libs = _reference(ctx, seed, profile)
+        terms = _terms_of(ctx, seed, profile) or [None] * len(refs)
+        _, changed = make_profile_inputs(_baseline(ctx).module, ctx.dtype, ctx.device, seed, profile,
+                                         ctx.input_transform)
+        return refs, libs, terms, changed
+
+    found, cached = fairness.verdicts(reference, problem_path=ctx.problem_path, params=ctx.params, dtype=ctx.dtype,
+                                      allow_tf32=ctx.allow_tf32, mode=ctx.mode, baseline=ctx.baseline,
+                                      input_transform=ctx.input_transform, atol=req.atol, rtol=req.rtol,
+                                      reduction_length=req.reduction_length, device=ctx.device)
+    return P.FairnessReply(verdicts=tuple(P.ProfileVerdict(v.profile, v.name, v.fair, v.reason[:2000],
+                                                           v.library_excess) for v in found),
+                           cached=cached, probe_s=round(time.perf_counter() - t0, 4))
 
 
 def _failed(status: str, detail: str) -> P.CompareReply:
     return P.CompareReply(ok=False, status=status, detail=detail)
 
 
-def _mutated(ctx: P.Context, b: _Baseline, seed: int, transform: int, ipc: Any, path: str | None,
-             digest: str | None) -> list[int] | str:
+def _read(committed: Any, expected: list, folder: str | None) -> tuple[list | None, str, str]:
+    """(tensors, "", "") or (None, status, detail): a committed read, checked against ``expected`` first."""
+    from harness.execute.checker.outputs import read
+    from harness.execute.wire.outputs import CommitError, CommitMalformed, LayoutMismatch
+
+    try:
+        return read(committed, expected, folder), "", ""
+    except LayoutMismatch as exc:
+        return None, exc.status, str(exc)
+    except CommitMalformed as exc:
+        return None, "REWARD_HACK", f"committed outputs malformed: {exc}"
+    except CommitError as exc:
+        return None, "HARNESS_ERROR", (f"committed outputs could not be read ({exc}); if this repeats for every "
+                                       "candidate, rerun with --handoff file")
+
+
+def _mutated(ctx: P.Context, b: _Baseline, seed: int, transform: int, committed: Any,
+             folder: str | None) -> list[int] | str:
     """Indices of tensor inputs the candidate's forward changed, or a message when they cannot be read."""
     import torch
 
-    from harness.execute.wire.handoff import HandoffError
+    from harness.execute.checker.outputs import expected_of
 
-    try:
-        theirs = _load(ipc, path, digest)
-    except HandoffError as exc:
-        return str(exc)
     ours = [x for x in _inputs(ctx, b.module, seed, transform) if isinstance(x, torch.Tensor)]
-    if len(theirs) != len(ours):
-        return f"{len(theirs)} input tensor(s) handed off, {len(ours)} expected"
-    return [i for i, (a, o) in enumerate(zip(theirs, ours))
-            if a.shape != o.shape or a.dtype != o.dtype or not torch.equal(a.to(o.device), o)]
+    theirs, status, detail = _read(committed, expected_of(ours), folder)
+    if theirs is None:
+        return detail
+    return [i for i, (a, o) in enumerate(zip(theirs, ours)) if not torch.equal(a.to(o.device), o)]
 
 
 def _fingerprint(outs: list, refs: list, libs: list) -> tuple[float | None, float | None]:
@@ -222,7 +287,7 @@ def _fingerprint(outs: list, refs: list, libs: list) -> tuple[float | None, floa
 def compare(req: P.Compare) -> P.CompareReply:
     import torch
 
-    from harness.execute.wire.handoff import HandoffError, HandoffTampered
+    from harness.execute.checker.outputs import expected_of, still_equal
     from harness.score.correctness import compare_outputs
 
     t0 = time.perf_counter()
@@ -230,28 +295,27 @@ def compare(req: P.Compare) -> P.CompareReply:
     if refs and refs[0].is_cuda:
         torch.cuda.synchronize()
     t1 = time.perf_counter()
-    try:
-        outs = _load(req.output_ipc, req.output_path, req.output_digest)
-    except HandoffTampered as exc:
-        return _failed("REWARD_HACK", f"output hand-off tampered: {exc}")
-    except HandoffError as exc:
-        return _failed("HARNESS_ERROR", f"candidate output could not be read ({exc}); if this repeats for every "
-                       "candidate, rerun with --handoff file")
-    if not req.in_place and (req.input_ipc is not None or req.input_path is not None):
-        changed = _mutated(req.ctx, _baseline(req.ctx), req.seed, req.transform, req.input_ipc, req.input_path,
-                           req.input_digest)
+    folder = req.handoff_dir or None
+    outs, status, detail = _read(req.outputs, expected_of(libs), folder)
+    if outs is None:
+        return _failed(status, detail)
+    if not req.in_place and req.inputs is not None:
+        changed = _mutated(req.ctx, _baseline(req.ctx), req.seed, req.transform, req.inputs, folder)
         if isinstance(changed, str):
             return _failed("REWARD_HACK", f"inputs could not be checked after the forward: {changed}")
         if changed:
             return _failed("REWARD_HACK", f"forward modified its input(s) {changed} (the problem is not in-place)")
-    res = compare_outputs(outs, refs, libs, atol=req.atol, rtol=req.rtol, reduction_length=req.reduction_length)
+    res = compare_outputs(outs, refs, libs, atol=req.atol, rtol=req.rtol, reduction_length=req.reduction_length,
+                          terms=_terms_of(req.ctx, req.seed, req.transform))
     same, diff = _fingerprint(outs, refs, libs) if res["ok"] else (None, None)
     if refs and refs[0].is_cuda:
         torch.cuda.synchronize()
+    changed_while_read = not still_equal(req.outputs, outs)
     return P.CompareReply(ok=res["ok"], status=res["status"], detail=res["detail"], max_abs_err=res["max_abs_err"],
                           max_excess=res["max_excess"], library_max_excess=res["library_max_excess"],
                           identical_fraction=same, library_rounding_fraction=diff, ref_s=round(t1 - t0, 4),
-                          check_s=round(time.perf_counter() - t1, 4))
+                          check_s=round(time.perf_counter() - t1, 4), changed_while_read=changed_while_read,
+                          worst=P.Worst(**res["worst"]) if res.get("worst") else None)
 
 
 def lib_sample(req: P.LibSample) -> P.LibSampleReply:
@@ -284,29 +348,34 @@ def _lib_call(ctx: P.Context, seed: int, transform: int, hold_us: float, keep_id
 
 
 def verify(req: P.Verify) -> P.VerifyReply:
-    from harness.execute.wire.handoff import HandoffError, HandoffTampered
+    from harness.execute.checker.outputs import expected_of, still_equal
     from harness.score.correctness import compare_outputs
 
     kept = _KEPT.pop(req.keep_id, None)
     if kept is None:
         return P.VerifyReply(ok=False, status="HARNESS_ERROR", detail=f"no kept library output {req.keep_id}")
     libs, ctx, seed, transform = kept
-    try:
-        outs = _load(req.output_ipc, req.output_path, req.output_digest)
-    except HandoffTampered as exc:
-        return P.VerifyReply(ok=False, status="REWARD_HACK", detail=f"output hand-off tampered: {exc}")
-    except HandoffError as exc:
-        return P.VerifyReply(ok=False, status="HARNESS_ERROR", detail=f"candidate output could not be read ({exc})")
-    if not req.in_place and (req.input_ipc is not None or req.input_path is not None):
-        changed = _mutated(ctx, _baseline(ctx), seed, transform, req.input_ipc, req.input_path, req.input_digest)
+    folder = req.handoff_dir or None
+    outs, status, detail = _read(req.outputs, expected_of(libs), folder)
+    if outs is None:
+        return P.VerifyReply(ok=False, status=status, detail=detail)
+    if not req.in_place and req.inputs is not None:
+        changed = _mutated(ctx, _baseline(ctx), seed, transform, req.inputs, folder)
         if isinstance(changed, str) or changed:
             return P.VerifyReply(ok=False, status="REWARD_HACK",
                                  detail=f"a timed call modified its input(s): {changed}")
     # the library's kept output is the reference here; the comparison reads it chunk by chunk, as float32 (no
-    # operand is float64)
+    # operand is float64). Where an output is a sum, its error scale comes from the float64 reference of these
+    # inputs (the rounds' own): two kernels that each sum in their own order differ by up to both their errors
+    terms = None
+    if _SUMS.get(ctx.key):
+        _reference(ctx, seed, transform)
+        terms = [t * req.tolerance_factor if t is not None else None
+                 for t in (_terms_of(ctx, seed, transform) or [])] or None
     res = compare_outputs(outs, libs, libs, atol=req.atol * req.tolerance_factor, rtol=req.rtol * req.tolerance_factor,
-                          reduction_length=req.reduction_length)
-    return P.VerifyReply(ok=res["ok"], status=res["status"], detail=res["detail"], max_excess=res["max_excess"])
+                          reduction_length=req.reduction_length, terms=terms)
+    return P.VerifyReply(ok=res["ok"], status=res["status"], detail=res["detail"], max_excess=res["max_excess"],
+                         changed_while_read=not still_equal(req.outputs, outs))
 
 
 def lib_batch(req: P.LibBatch) -> P.BatchReply:
@@ -372,7 +441,8 @@ def handle(req: Any) -> Any:
         _STATE.pop("batch", None)
         return P.OkReply()
     handler = {P.Compare: compare, P.LibSample: lib_sample, P.LibSamples: lib_samples, P.Verify: verify,
-               P.LibBatch: lib_batch, P.RunLibBatch: run_lib_batch, P.LibKernels: lib_kernels}[type(req)]
+               P.LibBatch: lib_batch, P.RunLibBatch: run_lib_batch, P.LibKernels: lib_kernels,
+               P.FairnessProbe: fairness_probe}[type(req)]
     return handler(req)
 
 
@@ -383,6 +453,7 @@ def _out_of_memory(exc: BaseException) -> bool:
 def _free_memory() -> None:
     """After an out-of-memory: drop every cache so the next request starts from nothing."""
     _REF_CACHE.clear()
+    _TERMS.clear()
     _KEPT.clear()
     while _CTX:
         _, b = _CTX.popitem()
@@ -415,7 +486,7 @@ def _warm_up() -> None:
     import torch
 
     torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", "1") or 1)))
-    import harness.execute.wire.handoff  # noqa: F401
+    import harness.execute.checker.outputs  # noqa: F401
     import harness.execute.shared.inputs  # noqa: F401
     import harness.problems.loader  # noqa: F401
     import harness.score.correctness  # noqa: F401

@@ -39,10 +39,14 @@ import time
 from harness.execute.parent import reaper
 
 WARM_MODULES = ("torch", "triton", "numpy", "harness.execute.worker.main", "harness.execute.worker.warmup",
-                "harness.execute.worker.rules.audit", "harness.execute.shared.threads", "harness.execute.worker.guards",
-                "harness.execute.wire.handoff", "harness.execute.shared.inputs", "harness.execute.worker.rules.tamper",
-                "harness.execute.wire.channel", "harness.execute.shared.lifeline", "harness.execute.shared.profiling",
-                "harness.execute.boundary.landlock", "harness.measure.timing", "harness.problems.loader")
+                "harness.execute.boundary.enter", "harness.execute.boundary.namespaces",
+                "harness.execute.boundary.privileges", "harness.execute.boundary.seccomp",
+                "harness.execute.boundary.landlock", "harness.execute.boundary.limits",
+                "harness.execute.worker.rules.audit", "harness.execute.worker.rules.tamper",
+                "harness.execute.worker.rules.trusted_thread", "harness.execute.shared.threads",
+                "harness.execute.worker.guards", "harness.execute.worker.outputs", "harness.execute.shared.inputs",
+                "harness.execute.wire.channel", "harness.execute.shared.profiling", "harness.measure.timing",
+                "harness.problems.loader", "pyseccomp")
 """What a worker imports before its candidate (:func:`harness.execute.worker.warmup.warm_up`), imported here once."""
 
 EXIT_ORPHANED = 70

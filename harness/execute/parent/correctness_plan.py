@@ -28,6 +28,8 @@ from harness.problems import heldout as H
 from harness.records import ErrorInfo, HeldoutResult, HeldoutShape, JobResult, ProfileCheck, Status, WorstElement
 
 NORMAL = 0
+_HELDOUT_PHASES = ("build_s", "wait_s", "fairness_s", "correctness_s")
+"""A held-out shape's own phases, summed into its public record's ``phase_s["heldout_s"]``."""
 _MEASURED = dict(timing=None, library_timing=None, screening=None, trusted_timing=None, kernels=None,
                  verification=None)
 
@@ -160,6 +162,9 @@ def merge_heldout(records: Sequence[JobResult], workloads: Sequence[Any], *, gat
             continue
         shapes = tuple(_shape(by_name.get(r.workload), w, hr) for w, hr in parts)
         res = HeldoutResult(shapes=shapes, gated=bool(gate))
+        spent = sum(float((hr.phase_s or {}).get(k, 0.0)) for _, hr in parts for k in _HELDOUT_PHASES)
+        if r.phase_s is not None:
+            r = r.replace(phase_s={**r.phase_s, "heldout_s": round(spent, 4)})
         failed = next((s for s in shapes if s.status is not None and s.status != Status.PASSED.value), None)
         if not gate or failed is None:
             out.append(r.replace(heldout=res))

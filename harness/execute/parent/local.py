@@ -18,10 +18,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from harness.execute.parent import cpus
+from harness.execute.parent import cpus, isolation
 from harness.execute.checker.main import cache_limit_bytes as checker_cache_bytes
 from harness.execute.parent.checker_client import CheckerPool
 from harness.execute.parent.gate import DeviceGate
@@ -57,6 +58,12 @@ class LocalExecutor:
                  expected_tasks: int, screen_for: Callable[[Any], Callable | None] | None = None,
                  standing: bool = False):
         self.o, self.run_id = opts, run_id
+        # before any process: a run that cannot confine its workers as asked stops here (IsolationUnavailable)
+        self.confinement = isolation.require(opts.isolation_level)
+        if self.confinement.missing and opts.isolation_level == "available":
+            warnings.warn("kernelgate: workers run with less than the full boundary on this machine (--isolation "
+                          f"available): missing {'; '.join(self.confinement.missing)[:600]}", RuntimeWarning,
+                          stacklevel=2)
         self.key = _kept_key(opts)
         self.problem_paths = frozenset(Path(p).resolve() for p in problem_paths)
         self.gpus: list[int | None] = list(opts.gpus) if opts.device == "cuda" else [None]
@@ -172,7 +179,7 @@ class LocalExecutor:
 
 def _kept_key(opts: RunOptions) -> tuple:
     """The options a LocalExecutor's processes, gates and plans are built from (a run with others needs a new one)."""
-    return (opts.device, tuple(opts.gpus), opts.jobs, opts.check_slots, opts.sandbox, opts.max_file_bytes,
+    return (opts.device, tuple(opts.gpus), opts.jobs, opts.check_slots, opts.isolation_level, opts.max_file_bytes,
             opts.cpu_threads, opts.prestart, opts.spawn, opts.context_starts, str(opts.scratch_root), opts.memory_margin, opts.keep_scratch)
 
 

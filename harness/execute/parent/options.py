@@ -36,7 +36,11 @@ class RunOptions:
     precompile: bool = True
     """GPU: run one dry forward (compile, no launches) before asking for the device (overlaps compiles)."""
     sandbox: bool = True
-    """Apply the Landlock sandbox (harness.execute.boundary.landlock) in each worker."""
+    """Confine each worker (False: ``isolation="off"``, whatever :attr:`isolation` says)."""
+    isolation: str = "strict"
+    """How much of the worker's OS boundary (:mod:`harness.execute.boundary.enter`) a run requires: ``strict``
+    (all of it: the run refuses to start on a machine that cannot give it), ``available`` (what this machine
+    allows, recorded in every record), ``off`` (resource limits only; for debugging the harness)."""
     max_file_bytes: int = 4 << 30
     """RLIMIT_FSIZE of the worker: no single file it writes (outputs included) may exceed this."""
     gpu_memory_fraction: float = 0.5
@@ -70,12 +74,27 @@ class RunOptions:
     thread wake-ups on a loaded machine (and a candidate cannot change the library's)."""
     memory_margin: float = 0.1
     """GPU: share of device memory never reserved by admission (fragmentation, CUDA contexts' growth)."""
+    heldout_shapes: int = 2
+    """Held-out shapes per workload (:mod:`harness.problems.heldout`), drawn per run from the secret seed; 0: none."""
+    heldout_rounds: int = 2
+    """Correctness rounds per held-out shape: the standard value profile, then fair ones drawn without repeats."""
+    heldout_gate: bool = False
+    """A held-out shape that fails makes its PASSED workload fail with that status. Off by default: KernelBench's
+    semantics allow a kernel specialised to its one shape; the result is reported beside the verdict
+    (``JobResult.heldout``, the leaderboard's ``generalizes``, the reward's ``heldout_weight``)."""
 
     def __post_init__(self) -> None:
         if self.context_starts < 0:
             raise ValueError(f"RunOptions.context_starts: {self.context_starts} is negative (0 means no limit)")
         if self.spawn not in ("fork", "exec"):
             raise ValueError(f"RunOptions.spawn: {self.spawn!r} is neither 'fork' nor 'exec'")
+        if self.isolation not in ("strict", "available", "off"):
+            raise ValueError(f"RunOptions.isolation: {self.isolation!r} is not one of 'strict', 'available', 'off'")
+
+    @property
+    def isolation_level(self) -> str:
+        """The level workers are started with: :attr:`isolation`, or ``off`` without :attr:`sandbox`."""
+        return self.isolation if self.sandbox else "off"
 
 
 MIN_TIMED_CHECKS = 3

@@ -86,7 +86,7 @@ class Demand:
 
 def prestart_settings(opts: RunOptions, problem_paths: list[Path]) -> dict:
     """What a pre-started worker is told before any candidate exists (and nothing about one)."""
-    return {"device": opts.device, "sandbox": opts.sandbox, "max_file_bytes": opts.max_file_bytes,
+    return {"device": opts.device, "isolation": opts.isolation_level, "max_file_bytes": opts.max_file_bytes,
             "problem_paths": sorted({str(Path(p)) for p in problem_paths}), "cpu_threads": opts.cpu_threads}
 
 

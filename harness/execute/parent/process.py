@@ -93,6 +93,8 @@ def scrubbed_env(scratch: Path, device: str, gpu: int | None, threads: int = 1) 
         "TVM_FFI_CACHE_DIR": str(scratch / "tvm-cache"),
         "XDG_CACHE_HOME": str(scratch / "cache"),
         "TORCHINDUCTOR_CACHE_DIR": str(scratch / "cache" / "inductor"),
+        "TORCHINDUCTOR_COMPILE_THREADS": "1",  # torch.compile in a candidate compiles in-process: no worker pool
+                                               # outlives its forward (processes left running are charged)
         "OMP_NUM_THREADS": str(max(1, threads)),
         "MKL_NUM_THREADS": str(max(1, threads)),
         "LANG": "C.UTF-8",
@@ -218,9 +220,24 @@ class WorkerProc:
     err_buf: CappedBuffer
     drains: list
     prestarted: bool = False
+    isolation: str = "strict"
+    """The level the worker was started with (``off``: no keeper, the process is the worker itself)."""
     warm_s: dict | None = None
     """A pre-started worker's warm-up, step by step (its claim) and ``wall_s`` (spawn to warm, the parent's
     clock): diagnostics, ``warm_*`` in the records' ``phase_s``."""
+
+    _confined: int | None = None
+
+    def confined_pid(self) -> int | None:
+        """The confined worker's pid (its keeper's one child; the process itself when isolation is off), or None
+        when it is not there (not started yet, or gone). Known once the worker has written its first line."""
+        if self.isolation == "off":
+            return self.proc.pid
+        if self._confined is None:
+            from harness.execute.parent.confinement import confined_pid
+
+            self._confined = confined_pid(self.proc.pid)
+        return self._confined
 
     def close_fds(self) -> None:
         """Close the parent's pipe ends, once: a closed end is set to -1 (its number may already be reused by
@@ -294,7 +311,7 @@ def wait_ready(w: "WorkerProc", timeout_s: float, gate: Any = None) -> bool:
 
 
 def spawn_worker(scratch: Path, device: str, gpu: int | None, prestart: dict | None = None,
-                 threads: int = 1, cpus: Any = None, fork: bool = False) -> WorkerProc:
+                 threads: int = 1, cpus: Any = None, fork: bool = False, isolation: str = "strict") -> WorkerProc:
     """Start ``python -m harness.execute.worker.main`` in ``scratch``: a fresh interpreter, scrubbed env, own session;
     kept off the timed pair's cores when ``cpus`` (a :class:`harness.execute.parent.cpus.CpuPlan`) is given.
 
@@ -344,7 +361,10 @@ def spawn_worker(scratch: Path, device: str, gpu: int | None, prestart: dict | N
               threading.Thread(target=drain, args=(proc.stderr, err_buf), daemon=True)]
     for t in drains:
         t.start()
-    return WorkerProc(proc, scratch, p2c_w, c2p_r, out_buf, err_buf, drains, prestarted=prestart is not None)
+    if prestart is not None:
+        isolation = str(prestart.get("isolation", isolation))
+    return WorkerProc(proc, scratch, p2c_w, c2p_r, out_buf, err_buf, drains, prestarted=prestart is not None,
+                      isolation=isolation)
 
 
 @dataclass(frozen=True, slots=True)

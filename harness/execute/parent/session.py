@@ -32,22 +32,23 @@ import dataclasses
 import hashlib
 import os
 import random
-import secrets
-import select
 import shutil
 import statistics
 import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from harness.execute.wire import protocol as P
-from harness.execute.worker.rules.trusted_thread import EXIT_TRUSTED_THREAD
-from harness.execute.wire.channel import ChannelError, Endpoint, send_raw_json
+from harness.execute.parent import confinement, freeze
+from harness.execute.parent import correctness_plan as plan
 from harness.execute.parent.checker_client import CheckerDied
+from harness.execute.wire import protocol as P
+from harness.execute.wire.channel import ChannelClosed, ChannelError, ChannelTimeout, Endpoint, send_line
+from harness.execute.worker.rules.trusted_thread import EXIT_TRUSTED_THREAD
 from harness.execute.shared.inputs import round_seed
 from harness.execute.parent.memory import estimate
 from harness.execute.parent.process import gpu_probe, kill_group, make_scratch, run_tag, signame, spawn_worker, wait_briefly
 from harness.execute.parent.scheduler import DeviceUnhealthy
+from harness.problems import heldout
 from harness.execute.parent.task import DeviceContext, Task
 from harness.execute.parent.timing_phase import TimingPhase, stats
 from harness.measure.timing import TimingConfig, confirm_side_work, hold_for
@@ -77,6 +78,10 @@ class _Died(Exception):
     pass
 
 
+class _Unstoppable(Exception):
+    """The worker's process tree could not be stopped for a read (:class:`harness.execute.parent.freeze.FreezeError`)."""
+
+
 class _Stop(Exception):
     """The workload (or the candidate) is decided; the conversation for it ends here."""
 
@@ -99,6 +104,8 @@ class Session:
         self._phases: dict[str, dict[str, float]] = {"*": {}}
         self._rng = random.Random(hashlib.sha256(f"{self.o.base_seed}|{self.c.sha256}|{self.c.rel_path}".encode())
                                   .digest())
+        self._fair: dict[str, tuple[int, ...]] = {}
+        """Per workload, the value profiles found fair (harness.execute.parent.correctness_plan)."""
         self._probe: Any = None
         self._shared_when_failed = False
         self._building: int | None = None
@@ -200,6 +207,8 @@ class Session:
     # ------------------------------------------------------------------ the process
     def run(self) -> list[JobResult]:
         self._clock = time.monotonic()
+        self.t = dataclasses.replace(self.t, workloads=plan.with_heldout(self.t.workloads, plan.heldout_workloads(
+            self.p, self.t.workloads, self.o.base_seed, self.o.heldout_shapes)))  # each after its public workload
         self.need = max(estimate(w).total for w in self.t.workloads)
         try:
             if self.t.alone:  # a retry after an out-of-memory: the device is drained before the model is even built
@@ -229,7 +238,8 @@ class Session:
             root = Path(self.o.scratch_root or os.environ.get("TMPDIR", "/tmp")).resolve()
             worker = spawn_worker(make_scratch(root, f"{run_tag(self.dev.run_id)}-{self.c.sha256[:12]}"), self.o.device,
                                   self.dev.gpu, threads=self.o.cpu_threads, cpus=self.dev.cpus,
-                                  fork=self.o.spawn == "fork")
+                                  fork=self.o.spawn == "fork", isolation=self.o.isolation_level)
+        self.worker = worker
         self.worker_pid = worker.proc.pid
         for k, v in (worker.warm_s or {}).items():
             self._add("*", f"warm_{k}", v)
@@ -237,14 +247,11 @@ class Session:
         cand_file.write_bytes(self.t.source)
         self.handoff_dir = worker.scratch / "handoff"
         self.finished = False
-        key = secrets.token_bytes(32)
-        reader = os.fdopen(worker.c2p_r, "rb", buffering=0)
-        worker.c2p_r = -1  # the reader owns it now: closing the number again could close another thread's new fd
-        self.chan = Endpoint(reader, worker.p2c_w, key)
+        self.chan = Endpoint(worker.c2p_r, worker.p2c_w)
         self.err_buf = worker.err_buf
         retry: RetryAlone | None = None
         try:
-            send_raw_json(worker.p2c_w, P.encode(self._spec(cand_file, worker.scratch, key)))
+            send_line(worker.p2c_w, P.encode(self._spec(cand_file, worker.scratch)))
             self._converse()
         except RetryAlone as exc:
             retry = exc
@@ -253,11 +260,17 @@ class Session:
             error = {"type": "Timeout", "message": str(exc), "traceback_tail": self.err_buf.text()[-2000:]}
             self._unfinished(error)
             self._fail_rest(Status.TIMEOUT, error)
+        except _Unstoppable as exc:
+            kill_group(worker.proc)
+            self.results.clear()  # a worker that cannot be stopped for a read has earned nothing
+            self._fail_rest(Status.REWARD_HACK, {"type": "Unstoppable", "message": str(exc),
+                                                 "traceback_tail": self.err_buf.text()[-2000:]},
+                            {"mechanism": "freeze", "detail": str(exc)[:300]})
         except (ChannelError, P.ProtocolError) as exc:
             kill_group(worker.proc)
             self.results.clear()  # a worker that forges or garbles one message has earned nothing
             self._fail_rest(Status.REWARD_HACK, {"type": "ProtocolViolation",
-                                                 "message": f"result channel tampered: {exc}",
+                                                 "message": f"result channel violated: {exc}",
                                                  "traceback_tail": self.err_buf.text()[-2000:]},
                             {"mechanism": "channel", "detail": str(exc)[:300]})
         except (_Died, BrokenPipeError, OSError) as exc:
@@ -292,10 +305,6 @@ class Session:
                 self._release()
             for t in worker.drains:
                 t.join(timeout=5)
-            try:
-                reader.close()
-            except OSError:
-                pass
             worker.close_fds()
             if not self.o.keep_scratch:
                 shutil.rmtree(worker.scratch, ignore_errors=True)
@@ -306,6 +315,7 @@ class Session:
         shared = self._phases["*"]
         records = [self.results[w.name].replace(phase_s={**shared, **self._phases.get(w.name, {})})
                    for w in self.t.workloads]
+        records = plan.merge_heldout(records, self.t.workloads, gate=self.o.heldout_gate)
         if self.t.attempt > 1:
             records = [r.replace(warnings=r.warnings + (f"run again alone (attempt {self.t.attempt}) after: "
                                                        f"{self.t.reason}",)) for r in records]
@@ -334,11 +344,11 @@ class Session:
             probe = gpu_probe(self.dev.gpu or 0)
         self._probe = probe
 
-    def _spec(self, cand_file: Path, scratch: Path, key: bytes) -> P.Spec:
+    def _spec(self, cand_file: Path, scratch: Path) -> P.Spec:
         return P.Spec(
-            key=key.hex(), candidate_path=str(cand_file), problem_path=str(self.p.path), device=self.o.device,
+            candidate_path=str(cand_file), problem_path=str(self.p.path), device=self.o.device,
             handoff_dir=str(scratch / "handoff"), dsl=self.c.dsl, timing=self.o.timing.to_dict(),
-            precompile=self.o.precompile, sandbox=self.o.sandbox, max_file_bytes=self.o.max_file_bytes,
+            precompile=self.o.precompile, isolation=self.o.isolation_level, max_file_bytes=self.o.max_file_bytes,
             gpu_memory_fraction=self.o.gpu_memory_fraction, handoff=self.o.handoff, mode=self.t.mode,
             in_place=self.p.in_place, input_transform=self.p.input_transform,
             library_aten=tuple(self.p.library_aten), cpu_threads=self.o.cpu_threads,
@@ -349,17 +359,45 @@ class Session:
 
     # ------------------------------------------------------------------ channel
     def _recv(self, timeout_s: float, what: str, *expect: type) -> Any:
-        chan = self.chan
-        ready, _, _ = select.select([chan], [], [], timeout_s) if not chan.has_buffered else ([chan], [], [])
-        if not ready:
-            raise _Timeout(f"no progress for {timeout_s:.0f} s while {what}")
-        raw = chan.recv()
-        if raw is None:
-            raise _Died(f"channel closed while {what}")
+        """The worker's next message, decoded strictly; nothing complete within ``timeout_s`` is :class:`_Timeout`
+        (a half message included), end of file :class:`_Died`, junk or an oversized line ChannelError."""
+        try:
+            raw = self.chan.recv(timeout_s)
+        except ChannelTimeout as exc:
+            half = f" ({exc.partial} bytes of an unfinished message)" if exc.partial else ""
+            raise _Timeout(f"no progress for {timeout_s:.0f} s while {what}{half}") from None
+        except ChannelClosed as exc:
+            raise _Died(f"channel closed while {what} ({exc})") from None
         return P.decode(raw, expect or P.WORKER_TO_PARENT)
 
     def _send(self, msg: Any) -> None:
-        self.chan.send(P.encode(msg))
+        try:
+            self.chan.send(P.encode(msg), timeout_s=self.o.round_timeout_s)
+        except ChannelTimeout as exc:
+            raise _Timeout(f"the worker did not read its commands ({exc})") from None
+
+    @contextlib.contextmanager
+    def _frozen(self) -> Iterator[None]:
+        """The worker's whole process tree stopped while the block runs (the checker reads what it committed);
+        :class:`_Died` when it is gone, :class:`_Unstoppable` when it cannot be stopped."""
+        pid = self.worker.confined_pid()
+        if pid is None:
+            raise _Died("the worker is gone")
+        try:
+            stopped = freeze.freeze(pid)
+        except ProcessLookupError:
+            raise _Died("the worker is gone") from None
+        except freeze.FreezeError as exc:
+            raise _Unstoppable(str(exc)) from None
+        try:
+            yield
+        finally:
+            freeze.thaw(stopped)
+
+    def _children(self) -> int:
+        """Processes alive in the worker's tree besides the worker itself, seen from outside."""
+        pid = self.worker.confined_pid()
+        return len(confinement.live_descendants(pid)) if pid is not None else 0
 
     def _ctx(self, w: Any) -> P.Context:
         return P.Context(problem_path=str(self.p.path), params=dict(w.params), dtype=w.dtype,
@@ -374,7 +412,10 @@ class Session:
         if isinstance(msg, P.Fatal):
             self._fail_rest(Status(msg.status), dataclasses.asdict(msg.error))
             return
-        self.env = dataclasses.replace(self.env, sandbox=msg.sandbox[:200])
+        if not self._confined(msg):
+            return
+        if self.dev.cpus is not None and self.worker.confined_pid() is not None:
+            self.dev.cpus.confine(self.worker.confined_pid())  # forked by its keeper, perhaps before the keeper was
         self.profiler = msg.profiler
         self._lap("*", "startup_s")
         # the candidate's import, its models and its dry forward run on the GPU outside the gate: logged
@@ -426,55 +467,73 @@ class Session:
         self._recv(o.round_timeout_s, "finishing", P.Done)
         self.finished = True
 
+    def _confined(self, ready: P.Ready) -> bool:
+        """Record the worker's confinement as the kernel shows it (its report, checked from outside); with
+        ``isolation="strict"``, a worker missing any part of it serves no candidate (HARNESS_ERROR, naming what
+        is missing: the machine's, not the candidate's). Returns whether the conversation goes on."""
+        from harness.execute.boundary.enter import Confinement
+
+        try:
+            claim = Confinement.from_dict(ready.confinement)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise P.ProtocolError(f"ready.confinement: {exc}") from None
+        pid = self.worker.confined_pid()
+        seen = confinement.observe(pid) if pid is not None else None
+        gaps = list(claim.missing)
+        if claim.level != "off":
+            if seen is None:
+                raise _Died("the confined worker is gone")
+            gaps += [f"{part}: reported, not in force" for part in
+                     seen.mismatch(claim.namespaces, bool(claim.seccomp), claim.privileges_dropped)]
+        note = claim.describe() + (f"; not in force: {'; '.join(gaps)}" if gaps and not claim.missing else "")
+        self.env = dataclasses.replace(self.env, sandbox=note[:400])
+        if self.o.isolation_level == "strict" and gaps:
+            self._fail_rest(Status.HARNESS_ERROR, {"type": "IsolationIncomplete", "message": (
+                f"the worker's confinement is incomplete on this machine ({'; '.join(gaps)[:600]}); no candidate "
+                "runs without it: fix the machine (see docs/security.md) or pass --isolation available to run "
+                "with what it allows (recorded in every record)")})
+            return False
+        return True
+
     # ------------------------------------------------------------------ one workload
-    def _call(self, cid: int, seed: int, transform: int, hold: float, release: tuple[int, ...] = ()) -> P.CallReport:
-        self._send(P.Call(call_id=cid, seed=seed, transform=transform, hold_us=hold, release=release))
+    def _call(self, cid: int, seed: int, transform: int, hold: float, release: tuple[int, ...] = (),
+              commit_inputs: bool = False) -> P.CallReport:
+        self._send(P.Call(call_id=cid, seed=seed, transform=transform, hold_us=hold, release=release,
+                          commit_inputs=commit_inputs))
         r = self._recv(self.o.round_timeout_s + (self.o.compile_timeout_s if cid == 0 else 0), f"running call {cid}",
                        P.CallReport)
         if r.call_id != cid:
             raise P.ProtocolError(f"call_report for call {r.call_id}, expected {cid}")
         return r
 
-    def _handoff(self, cid: int, inputs: bool) -> P.HandoffReport:
-        self._send(P.Handoff(call_id=cid, inputs=inputs))
-        h = self._recv(self.o.round_timeout_s, f"handing off call {cid}", P.HandoffReport)
-        if h.call_id != cid:
-            raise P.ProtocolError(f"handoff_report for call {h.call_id}, expected {cid}")
-        for path in (h.output_path, h.input_path):
-            if path is not None:
-                self._check_handoff_path(path)
-        return h
-
-    def _check_handoff_path(self, path: str) -> None:
-        """A hand-off file must be a regular file directly inside the worker's hand-off folder.
-
-        Exploit it stops: a worker naming any path (a project file, a symlink out of its scratch) as its
-        output, which the parent would have had the checker read and then deleted.
-        """
-        import stat
-
-        folder = os.path.realpath(self.handoff_dir)
-        try:
-            st = os.lstat(path)
-        except OSError as exc:
-            raise P.ProtocolError(f"hand-off file {path[:120]!r} cannot be read ({exc.strerror})") from None
-        if os.path.dirname(os.path.realpath(path)) != folder or not stat.S_ISREG(st.st_mode) or os.path.islink(path):
-            raise P.ProtocolError(f"hand-off file {path[:120]!r} is not a regular file in the worker's hand-off folder")
-
     def _judge_call(self, r: P.CallReport) -> judge.Failure | None:
-        return judge.judge_call(r, dsl=self.c.dsl, device=self.o.device, library_aten=tuple(self.p.library_aten),
+        """One call's report, with the processes alive in the worker's tree counted from outside."""
+        facts = dataclasses.replace(judge.CallFacts.of(r), new_children=self._children() if r.ok else 0)
+        return judge.judge_call(facts, dsl=self.c.dsl, device=self.o.device, library_aten=tuple(self.p.library_aten),
                                 profiled=self.profiler == "cupti")
+
+    def _read_failure(self, reply: Any, where: str) -> judge.Failure | None:
+        """An output that changed between the checker's two reads of it, with the worker stopped: a kernel of the
+        worker was still writing it (an honest worker synchronizes before it commits)."""
+        if getattr(reply, "changed_while_read", False):
+            return judge.hack(f"{where}: the committed output changed while the checker read it, with the worker "
+                              "stopped: work of the worker was still running after it reported the call done",
+                              "changed_while_read", where=where)
+        return None
 
     def _workload(self, w: Any, first_exclusive: bool) -> None:
         o, ctx = self.o, self._ctx(w)
+        profiles, checks = self._profiles(w, ctx)
+        names = tuple(plan.name_of(x) for x in profiles)
+        worst = None
         rounds_passed, max_abs, max_excess, lib_excess = 0, 0.0, 0.0, 0.0
         identical: list[float | None] = []
         rounding: list[float | None] = []
         hold = hold_for(None)
-        for r in range(o.rounds):
+        for r in range(len(profiles)):
             seed = round_seed(o.base_seed, w.name, r)
             t_call = time.monotonic()
-            rep = self._call(r, seed, r, hold, release=(r - 1,) if r else ())
+            rep = self._call(r, seed, profiles[r], hold, release=(r - 1,) if r else (), commit_inputs=True)
             hold = hold_for(rep.enqueue_us or None)
             if self.lock_held == "exclusive" and first_exclusive and not self.t.alone:
                 self._add(w.name, "autotune_s", time.monotonic() - t_call)  # the GPU held alone for it
@@ -484,29 +543,33 @@ class Session:
             if rep.lowered_sources is not None and rep.ok:
                 return self._lowered(w, rep)
             self._add(w.name, "forward_s", rep.stream_ms / 1e3 if rep.ok else None)
-            failed = self._judge_call(rep)
+            failed = self._named(self._judge_call(rep), w, names[r])
             corr = lambda detail="": CorrectnessStats(r + 1, rounds_passed, max_abs, max_excess, w.atol, w.rtol,  # noqa: E731
-                                                      r if detail else None, detail)
+                                                      r if detail else None, detail, names[:r + 1],
+                                                      names[r] if detail else None, worst, checks)
             if failed is not None:
                 self._lap(w.name, "correctness_s")
                 self._fail(w, failed, correctness=corr(failed.message))
                 raise _Stop
-            t_h = time.monotonic()
-            h = self._handoff(r, inputs=True)
-            self._add(w.name, "handoff_s", time.monotonic() - t_h)
-            if h.error is not None:
+            if rep.outputs is None or rep.outputs.error is not None:
                 self._lap(w.name, "correctness_s")
-                self._record(w, Status.INCORRECT_DTYPE, error={"type": h.error.type, "message": h.error.message},
-                             correctness=corr(h.error.message))
+                why = rep.outputs.error.message if rep.outputs is not None else "nothing was committed"
+                self._record(w, Status.INCORRECT_DTYPE, error={"type": "NotTensors", "message": why},
+                             correctness=corr(why))
                 raise _Stop
             t_check = time.monotonic()
-            reply, waited = self.dev.checkers.request(P.Compare(
-                ctx=ctx, seed=seed, transform=r, atol=w.atol, rtol=w.rtol, reduction_length=w.reduction_length,
-                in_place=self.p.in_place, output_ipc=h.output_ipc, output_path=h.output_path, input_ipc=h.input_ipc,
-                input_path=h.input_path, output_digest=h.output_digest, input_digest=h.input_digest), ctx.key)
+            with self._frozen():
+                reply, waited = self.dev.checkers.request(P.Compare(
+                    ctx=ctx, seed=seed, transform=profiles[r], atol=w.atol, rtol=w.rtol, reduction_length=w.reduction_length,
+                    in_place=self.p.in_place, outputs=rep.outputs, inputs=rep.inputs,
+                    handoff_dir=str(self.handoff_dir)), ctx.key)
             self._add(w.name, "check_s", time.monotonic() - t_check)
             self._add(w.name, "queue_s", waited)
-            self._cleanup_files(h)
+            failed = self._read_failure(reply, f"correctness round {r}")
+            if failed is not None:
+                self._lap(w.name, "correctness_s")
+                self._fail(w, failed, correctness=corr(failed.message))
+                raise _Stop
             if isinstance(reply, P.CompareReply):
                 self._add(w.name, "reference_s", reply.ref_s)
                 self._add(w.name, "compare_s", reply.check_s)
@@ -516,14 +579,16 @@ class Session:
                     lib_excess = max(lib_excess, reply.library_max_excess or 0.0)
                 identical.append(reply.identical_fraction)
                 rounding.append(reply.library_rounding_fraction)
-            failed = judge.judge_compare(reply, r)
+                worst = plan.worst_of(reply.worst)
+            failed = self._named(judge.judge_compare(reply, r), w, names[r])
             if failed is not None:
                 self._lap(w.name, "correctness_s")
                 self._fail(w, failed, correctness=corr(failed.message))
                 raise _Stop
             rounds_passed += 1
-        self._send(P.Release(call_ids=(o.rounds - 1,)))
-        corr = CorrectnessStats(o.rounds, rounds_passed, max_abs, max_excess, w.atol, w.rtol)
+        self._send(P.Release(call_ids=(len(profiles) - 1,)))
+        corr = CorrectnessStats(len(profiles), rounds_passed, max_abs, max_excess, w.atol, w.rtol, round_profiles=names,
+                                profiles=checks)
         warnings: list[str] = []
         if lib_excess > 1.0:
             warnings.append(f"the library's own output exceeds the tolerance by {lib_excess:.2f}x against float64; "
@@ -531,15 +596,54 @@ class Session:
         note = judge.fingerprint_note(identical, rounding)
         if note is not None:
             warnings.append(note)
-        kernels = self._attribution(w, ctx, o.rounds)
+        kernels = self._attribution(w, ctx, len(profiles))
         self._lap(w.name, "correctness_s")
         if isinstance(kernels, judge.Failure):
             self._fail(w, kernels, correctness=corr)
             raise _Stop
-        if not o.time_kernels:
+        if not o.time_kernels or heldout.is_heldout(w):  # a held-out shape is judged, never timed
             self._record(w, Status.PASSED, correctness=corr, warnings=tuple(warnings), kernels=kernels)
             return
         self._timing(w, ctx, corr, warnings, lib_excess, kernels)
+
+    def _profiles(self, w: Any, ctx: P.Context) -> tuple[tuple[int, ...], tuple]:
+        """The value profile of each correctness round of ``w`` and every profile's fairness verdict
+        (:mod:`harness.execute.parent.correctness_plan`); raises _Stop for a held-out shape that is not run (its
+        public workload did not pass) or not fair (the library fails on it): recorded as the harness's, and
+        folded into the public record as "not judged"."""
+        public = heldout.public_of(w)
+        if public is not None and (self.results.get(public) is None or self.results[public].status is not Status.PASSED):
+            self._record(w, Status.HARNESS_ERROR, error={"type": "NotRun", "message": "the public workload did not pass"})
+            raise _Stop
+        t0 = time.monotonic()
+        reply, waited = self.dev.checkers.request(P.FairnessProbe(ctx=ctx, atol=w.atol, rtol=w.rtol,
+                                                                  reduction_length=w.reduction_length), ctx.key)
+        self._add(w.name, "fairness_s", time.monotonic() - t0)
+        if not isinstance(reply, P.FairnessReply):  # the probe itself failed: the public distribution only
+            self._fair[w.name] = (plan.NORMAL,)
+            return (plan.NORMAL,) * (self.o.heldout_rounds if public else self.o.rounds), ()
+        checks = plan.profile_checks(reply.verdicts)
+        if public is not None and not any(v.fair for v in reply.verdicts if v.profile == plan.NORMAL):
+            why = next((v.reason for v in reply.verdicts if v.profile == plan.NORMAL), "")
+            self._record(w, Status.HARNESS_ERROR, error={"type": "NotFair", "message": f"not fair at this shape: {why}"})
+            raise _Stop
+        fair = plan.fair_profiles(reply.verdicts)
+        self._fair[w.name] = fair
+        if public is not None:
+            return plan.round_profiles(fair, self.o.heldout_rounds, self._rng, cover=False), checks
+        return plan.round_profiles(fair, self.o.rounds, self._rng), checks
+
+    def _timed_profile(self, name: str) -> int:
+        """A timed call's value profile: one of the workload's fair ones, drawn in secret."""
+        return plan.timed_profile(self._fair.get(name, (plan.NORMAL,)), self._rng)
+
+    def _named(self, failed: judge.Failure | None, w: Any, profile: str) -> judge.Failure | None:
+        """A round's failure, its message naming the value profile and, at a held-out shape, the sizes."""
+        if failed is None:
+            return None
+        public = heldout.public_of(w)
+        pw = next((x for x in self.t.workloads if x.name == public), None) if public else None
+        return dataclasses.replace(failed, message=plan.with_profile(failed.message, profile, w, pw))
 
     def _lowered(self, w: Any, rep: P.CallReport) -> None:
         from harness.diagnose.lint import lint_cuda_source
@@ -550,14 +654,6 @@ class Session:
         digest = hashlib.sha256("".join(sources).encode()).hexdigest()[:16]
         self._record(w, Status.LOWERED, warnings=(f"lowered {len(sources)} TileLang kernel(s) to CUDA source (sha256 "
                                                   f"{digest}); not executed: no GPU",), extra_diag=findings)
-
-    def _cleanup_files(self, h: P.HandoffReport) -> None:
-        for path in (h.output_path, h.input_path):
-            if path:
-                try:
-                    os.unlink(path)
-                except OSError:
-                    pass
 
     # ------------------------------------------------------------------ attribution
     def _library_kernels(self, ctx: P.Context) -> frozenset | None:
@@ -577,7 +673,7 @@ class Session:
         """The phase's end: tampering facts, then the profiler's kernel table for its calls, judged."""
         self._send(P.Kernels())
         rep = self._recv(self.o.round_timeout_s, "reading the kernel profile", P.KernelReport)
-        failed = judge.judge_tamper((), rep.patched, rep.new_children)
+        failed = judge.judge_tamper((), rep.patched, self._children())
         if failed is not None:
             return failed
         if self.profiler != "cupti":
@@ -617,7 +713,8 @@ class Session:
         self._acquire("exclusive")  # nothing else runs on this GPU while it is timed
         self._lap(w.name, "timing_wait_s")
         cfg: TimingConfig = o.timing
-        with self.dev.checkers.lease(ctx.key) as checker, self._timed_cores(self.worker_pid, checker.proc.pid):
+        worker_pid = self.worker.confined_pid() or self.worker_pid
+        with self.dev.checkers.lease(ctx.key) as checker, self._timed_cores(worker_pid, checker.proc.pid):
             phase = TimingPhase(self)
             t_part = time.monotonic()
             result, resampled = phase.sample_settled(w, ctx, checker, cfg, lib_excess)

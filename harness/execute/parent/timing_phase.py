@@ -28,7 +28,7 @@ from typing import Any
 
 from harness.execute.wire import protocol as P
 from harness.execute.parent.activity import describe
-from harness.execute.shared.inputs import ROUND_TRANSFORMS, round_seed
+from harness.execute.shared.inputs import round_seed
 from harness.execute.parent.memory import BATCH_KEEP_BYTES
 from harness.execute.parent.options import MIN_TIMED_CHECKS
 from harness.measure.timing import MIN_REPS, TimingConfig, choose_windows, hold_for, summarize, tail_gap_stats
@@ -224,7 +224,7 @@ class TimingPhase:
             t_block = time.monotonic()
             ids = tuple(range(id_base + i, id_base + i + m))
             seeds = tuple(round_seed(o.base_seed, w.name, cid) ^ self.s._rng.getrandbits(32) for cid in ids)
-            trs = tuple(self.s._rng.randrange(len(ROUND_TRANSFORMS)) for _ in ids)
+            trs = tuple(self.s._timed_profile(w.name) for _ in ids)  # value profiles, among the fair ones
             self.s._send(P.CallBlock(calls=tuple(P.CallSpec(c, sd, tr) for c, sd, tr in zip(ids, seeds, trs)),
                                      hold_us=hold, release=release))
             reps = []
@@ -256,16 +256,22 @@ class TimingPhase:
             # 0.3-0.5 ms); a call whose launch outlasts its hold only times its own host overhead
             hold = hold_for(max(statistics.median(r.enqueue_us for r in reps),
                                 statistics.median(x.enqueue_us for x in libs)))
+            if kept_here:  # every call of the block is committed already; the chosen ones are read now
+                t_v = time.monotonic()
+                with self.s._frozen():
+                    failed = None
+                    for j, cid in enumerate(ids):
+                        if (cid - id_base) in positions:
+                            failed = self.verify(w, checker, cid, reps[j].outputs, cid - id_base, "timed", lib_excess)
+                            if failed is not None:
+                                break
+                            checks += 1
+                self.s._add(w.name, "verify_s", time.monotonic() - t_v)
+                if failed is not None:
+                    self.s._send(P.Release(call_ids=ids))
+                    self._drop(checker, tuple(c for c in kept_here if c > cid))
+                    return failed
             for j, cid in enumerate(ids):
-                if (cid - id_base) in positions:
-                    t_v = time.monotonic()
-                    failed = self.verify(w, checker, cid, cid - id_base, "timed", lib_excess, inputs=False)
-                    self.s._add(w.name, "verify_s", time.monotonic() - t_v)
-                    if failed is not None:
-                        self.s._send(P.Release(call_ids=ids))
-                        self._drop(checker, tuple(c for c in kept_here if c > cid))
-                        return failed
-                    checks += 1
                 if cid - id_base >= cfg.warmup:
                     cand_ms.append(reps[j].stream_ms)
                     lib_ms.append(libs[j].stream_ms)
@@ -310,20 +316,19 @@ class TimingPhase:
             add(key, f"{name}_kernel_s", sum(x.stream_ms for x in side) / 1e3)
             add(key, f"{name}_enqueue_s", sum(x.enqueue_us for x in side) / 1e6)
 
-    def verify(self, w: Any, checker: Any, cid: int, position: int, phase: str, lib_excess: float,
-                inputs: bool) -> judge.Failure | None:
-        """Hand off a kept call and have the leased checker verify it against its kept library output."""
-        h = self.s._handoff(cid, inputs=inputs)
-        if h.error is not None:
-            return judge.hack(f"{phase} call {position}: its output could not be handed off ({h.error.message})",
-                              "handoff_refused", phase=phase, position=position)
+    def verify(self, w: Any, checker: Any, cid: int, committed: P.Committed | None, position: int, phase: str,
+               lib_excess: float) -> judge.Failure | None:
+        """Have the leased checker read a committed call's outputs (the worker is stopped: the caller holds
+        :meth:`Session._frozen`) and verify them against its kept library output."""
+        if committed is None or committed.error is not None:
+            why = committed.error.message if committed is not None else "nothing was committed"
+            checker.request(P.Drop(keep_ids=(cid,)))
+            return judge.Failure(Status.INCORRECT_DTYPE, f"{phase} call {position}: its outputs cannot be read "
+                                                         f"({why})")
         v = checker.request(P.Verify(keep_id=cid, atol=w.atol, rtol=w.rtol, reduction_length=w.reduction_length,
-                                     tolerance_factor=2.0 * max(1.0, 1.5 * lib_excess),
-                                     in_place=self.s.p.in_place or not inputs, output_ipc=h.output_ipc,
-                                     output_path=h.output_path, input_ipc=h.input_ipc, input_path=h.input_path,
-                                     output_digest=h.output_digest, input_digest=h.input_digest))
-        self.s._cleanup_files(h)
-        return judge.judge_verification(v, position, phase)
+                                     tolerance_factor=2.0 * max(1.0, 1.5 * lib_excess), in_place=True,
+                                     outputs=committed, handoff_dir=str(self.s.handoff_dir)))
+        return self.s._read_failure(v, f"{phase} call {position}") or judge.judge_verification(v, position, phase)
 
     def trusted_clock(self, w: Any, ctx: P.Context, checker: Any, cand_ms: list[float], lib_ms: list[float],
                       cand_enq: list[float], lib_excess: float):
@@ -375,7 +380,7 @@ class TimingPhase:
             base = 100_000 + b * (n + 1)
             ids = tuple(range(base, base + n))
             seeds = tuple(round_seed(o.base_seed, w.name, cid) ^ self.s._rng.getrandbits(32) for cid in ids)
-            trs = tuple(self.s._rng.randrange(len(ROUND_TRANSFORMS)) for _ in ids)
+            trs = tuple(self.s._timed_profile(w.name) for _ in ids)  # value profiles, among the fair ones
             # the calls to verify, chosen now and told to no one: all of a small batch, else two
             picks = list(range(n)) if n <= 4 else self.s._rng.sample(range(n), 2)
             # both sides make their inputs at once (nothing is timed then: the worker's pipe carries the
@@ -396,14 +401,27 @@ class TimingPhase:
             t3 = time.monotonic()
             self.s._send(P.RunBatch(call_ids=()))
             self.s._recv(o.timing_timeout_s, "timing an empty batch", P.BatchReport)
-            t4 = time.monotonic()
+            with self.s._frozen():  # the round trip the batch's is measured against: stopped the same way
+                t4 = time.monotonic()
             self.s._send(P.RunBatch(call_ids=ids))
             rep = self.s._recv(o.timing_timeout_s, f"running a batch of {n} calls", P.BatchReport)
+            frozen = self.s._frozen()
+            frozen.__enter__()  # the clock stops once nothing of the worker runs: work after the report is counted
             t5 = time.monotonic()
-            if rep.error is not None or rep.calls != n:
-                err = rep.error or P.Error("BatchIncomplete", f"{rep.calls} of {n} calls")
-                return judge.Failure(Status.RUNTIME_ERROR, f"a timed batch failed: {err.type}: {judge.brief(err.message)}",
-                                     retry_alone=rep.out_of_memory and self.s.cuda)
+            try:
+                if rep.error is not None or rep.calls != n or len(rep.outputs) != n:
+                    err = rep.error or P.Error("BatchIncomplete", f"{rep.calls} of {n} calls, "
+                                               f"{len(rep.outputs)} committed")
+                    return judge.Failure(Status.RUNTIME_ERROR, f"a timed batch failed: {err.type}: "
+                                         f"{judge.brief(err.message)}", retry_alone=rep.out_of_memory and self.s.cuda)
+                for k in picks:
+                    failed = self.verify(w, checker, ids[k], rep.outputs[k], k, "batch", lib_excess)
+                    if failed is not None:
+                        self.s._send(P.Release(call_ids=ids))
+                        return failed
+                    checks += 1
+            finally:
+                frozen.__exit__(None, None, None)
             t0 = time.monotonic()
             empty = checker.request(P.RunLibBatch(empty=True))
             t1 = time.monotonic()
@@ -417,12 +435,6 @@ class TimingPhase:
             W_l.append((t2 - t1) * 1e3)
             W_g.append((t4 - t3) * 1e3)  # each side's own round trip is subtracted from its batch
             W_gl.append((t1 - t0) * 1e3)
-            for k in picks:
-                failed = self.verify(w, checker, ids[k], k, "batch", lib_excess, inputs=False)
-                if failed is not None:
-                    self.s._send(P.Release(call_ids=ids))
-                    return failed
-                checks += 1
             self.s._send(P.Release(call_ids=ids))
         info = {"n": n, "W_c": W_c, "W_l": W_l, "W_g": W_g, "W_gl": W_gl, "T_c": per_call(W_c, W_g, n),
                 "T_l": per_call(W_l, W_gl, n), "spread": spread(W_c, W_g, n)}
@@ -460,7 +472,7 @@ class TimingPhase:
                     hold = hold_for(None)
                     for i in range(QUIET_SAMPLES):
                         rep = checker.request(P.LibSample(ctx=ctx, seed=self.s._rng.getrandbits(48),
-                                                          transform=self.s._rng.randrange(len(ROUND_TRANSFORMS)),
+                                                          transform=self.s._timed_profile(w.name),
                                                           hold_us=hold))
                         if isinstance(rep, P.ErrorReply):
                             break

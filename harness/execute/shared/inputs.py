@@ -2,25 +2,28 @@
 
 Both processes must build bit-identical inputs and weights from a seed without
 talking to each other, so everything here is a pure function of
-(problem file, workload, seed, round, device). Inputs are generated *on the
+(problem file, workload, seed, value profile, device). Inputs are generated *on the
 device* (``torch.set_default_device``), which is both fast for GPU-sized
 workloads and deterministic on one GPU model.
 
-Round transforms: correctness is checked on more than ``randn``. Round ``k``
-rescales and shifts floating inputs by ``ROUND_TRANSFORMS[k]`` so a kernel
-that, say, drops the mean subtraction of a LayerNorm or overflows on large
-values fails somewhere. A problem may restrict this: ``positive`` keeps inputs
-positive, ``scale`` only rescales (for long dot products in half precision,
-where a shift makes the true result overflow fp16), ``none`` uses
-``get_inputs()`` as is.
+Value profiles: correctness is checked on more than ``randn``. Each call's
+``transform`` integer names a value profile
+(:mod:`harness.execute.shared.value_profiles`: large magnitudes, per-row
+offsets, heavy tails, uniform, near one, many zeros, peaked or flat
+probability rows) that rewrites every floating input within its domain, so a
+kernel that, say, drops the max subtraction of a softmax or takes a variance
+in one pass fails somewhere. The parent chooses the profile per call, among
+those the checker found fair for the workload
+(:mod:`harness.execute.checker.fairness`). A problem may restrict this:
+``positive`` keeps inputs positive, ``scale`` only rescales (for long dot
+products in half precision, where a shift makes the true result overflow
+fp16), ``none`` uses ``get_inputs()`` as is.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-# (scale, shift) per round, for problems with input_transform == "any"
-ROUND_TRANSFORMS: tuple[tuple[float, float], ...] = ((1.0, 0.0), (1.0, 0.0), (4.0, 0.0), (0.5, 1.5), (2.0, -1.0))
 N_ROUNDS_MIN = 5
 
 
@@ -32,47 +35,14 @@ def round_seed(base_seed: int, workload: str, round_idx: int) -> int:
     return int.from_bytes(h[:7], "little")
 
 
-def _shaped(x: Any, mode: str, round_idx: int, tdtype: Any) -> Any:
-    """One input tensor transformed for its round, cast to ``tdtype`` and made contiguous.
+def make_inputs(module: Any, dtype: str, device: str, seed: int, transform: int, input_transform: str) -> list:
+    """Inputs for one call: ``get_inputs()`` under ``seed`` on ``device``, rewritten by value profile
+    ``transform`` and cast (:func:`make_profile_inputs`).
 
-    The transform and the cast are one kernel (``shift + scale * x`` written straight into a ``tdtype``
-    tensor), and the identity rounds cost only the cast: every timed call makes fresh inputs on both sides,
-    and for a 16384 x 8192 fp16 input three separate passes (scale, shift, cast) moved 2.3 GB per call
-    where this moves 0.8-1.3 GB. The raw tensors are never changed in place (``get_inputs`` may return
-    one tensor twice).
+    The parent chooses the profile per call, so timed calls draw from the same
+    family of inputs as checked ones and their values tell the candidate nothing.
     """
-    import torch
-
-    if not isinstance(x, torch.Tensor):
-        return x
-    if not x.is_floating_point():
-        return x.contiguous()
-    scale, shift = ROUND_TRANSFORMS[round_idx % len(ROUND_TRANSFORMS)]
-    if mode == "none" or (mode in ("any", "scale") and scale == 1.0 and (shift == 0.0 or mode == "scale")):
-        return x.to(tdtype).contiguous()
-    out = torch.empty(x.shape, dtype=tdtype, device=x.device)
-    if mode == "scale":
-        return torch.mul(x, scale, out=out)
-    # a 0-dim CPU tensor is a scalar operand on any device (no copy to the GPU)
-    base = torch.tensor(abs(shift) + 1e-3 if mode == "positive" else shift, dtype=x.dtype)
-    return torch.add(base, x.abs() if mode == "positive" else x, alpha=scale, out=out)
-
-
-def make_inputs(module: Any, dtype: str, device: str, seed: int, round_idx: int, input_transform: str) -> list:
-    """Inputs for one call: ``get_inputs()`` under ``seed`` on ``device``, transformed and cast.
-
-    ``round_idx`` picks the transform (``ROUND_TRANSFORMS[round_idx % 5]``): the
-    parent chooses it per call, so timed calls draw from the same family of
-    inputs as checked ones and their values tell the candidate nothing.
-    """
-    import torch
-
-    tdtype = getattr(torch, dtype)
-    torch.manual_seed(seed)
-    with torch.device(device):
-        raw = module.get_inputs()
-    return [_shaped(x.to(device) if isinstance(x, torch.Tensor) else x, input_transform, round_idx, tdtype)
-            for x in raw]
+    return make_profile_inputs(module, dtype, device, seed, transform, input_transform)[0]
 
 
 def make_profile_inputs(module: Any, dtype: str, device: str, seed: int, profile: int,

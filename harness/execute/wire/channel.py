@@ -1,83 +1,121 @@
-"""The private parent <-> worker channel.
+"""The framing of the pipes between the parent and a worker: one JSON object per line, read with a deadline and
+a length cap.
 
-Results never travel over the candidate's stdout/stderr (those go to capped
-files and may hold anything the candidate prints). The parent passes the
-worker two pipe descriptors; every message is one JSON line carrying an HMAC
-under a per-job key that the parent sends as the first message, before any
-candidate code is imported. A line that fails to parse or verify ends the job
-with a protocol error: a candidate that writes to the descriptor cannot forge
-a record without also recovering the key from the worker's memory (which the
-static anti-cheat scan and the README's threat model address).
+The worker is untrusted, so its side of a pipe is read like a network socket: the parent never blocks without a
+deadline and never buffers more than :data:`MAX_MESSAGE_BYTES` of one message. What a worker can do wrong here,
+and what the parent makes of it (:mod:`harness.execute.parent.session`)::
+
+    nothing complete before the deadline      ChannelTimeout   (partial: the bytes of a half message)   TIMEOUT
+    a line that is not a JSON object          ChannelError                                               REWARD_HACK
+    more than MAX_MESSAGE_BYTES without an    ChannelError                                               REWARD_HACK
+      end of line
+    end of file                               ChannelClosed                                              CRASHED
+
+The content of a message is a claim either way: messages carry no signature (whatever runs in the worker holds
+any key the worker holds), and :mod:`harness.execute.wire.protocol` checks every field.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import os
-from typing import Any, BinaryIO
+import select
+import time
+from typing import Any
+
+MAX_MESSAGE_BYTES = 4 << 20
+"""The longest line either side accepts (a message with lowered TileLang sources is the largest, ~1 MiB)."""
+_CHUNK = 1 << 16
 
 
 class ChannelError(RuntimeError):
-    """The other side sent something that is not a valid, signed message."""
+    """The other side sent something that is not a message: junk, or a line over :data:`MAX_MESSAGE_BYTES`."""
 
 
-def _sign(key: bytes, body: str) -> str:
-    return hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
+class ChannelTimeout(ChannelError):
+    """No complete message before the deadline."""
+
+    def __init__(self, message: str, partial: int = 0):
+        super().__init__(message)
+        self.partial = partial
+        """Bytes of an unfinished message already received (0: none)."""
 
 
-def encode(key: bytes, msg: dict) -> bytes:
-    body = json.dumps(msg, sort_keys=True, allow_nan=True)
-    return (json.dumps({"body": body, "mac": _sign(key, body)}) + "\n").encode()
-
-
-def decode(key: bytes, line: bytes) -> dict:
-    try:
-        frame = json.loads(line)
-        body, mac = frame["body"], frame["mac"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ChannelError(f"malformed message on the result channel ({exc}): {line[:120]!r}") from None
-    if not hmac.compare_digest(mac, _sign(key, body)):
-        raise ChannelError("a message on the result channel failed authentication (forged or corrupted)")
-    return json.loads(body)
+class ChannelClosed(ChannelError):
+    """End of file: the other side closed its end (or ended)."""
 
 
 class Endpoint:
-    """One side of the channel: a reader (raw binary file), a writable descriptor, and the key."""
+    """One side of a pipe pair: a readable and a writable descriptor; ``recv`` with a deadline, ``send`` whole
+    lines. Not thread-safe (one conversation per endpoint)."""
 
-    def __init__(self, reader: BinaryIO, write_fd: int, key: bytes):
-        self._r = reader
-        self._w = write_fd
-        self.key = key
-        self._buf = b""
+    def __init__(self, read_fd: int, write_fd: int, max_bytes: int = MAX_MESSAGE_BYTES):
+        self._r, self._w = read_fd, write_fd
+        self._buf = bytearray()
+        self.max_bytes = max_bytes
+
+    def fileno(self) -> int:
+        return self._r
 
     @property
     def has_buffered(self) -> bool:
-        """A complete message may already be buffered (select() on the descriptor would not see it)."""
-        return bool(self._buf)
+        """A complete message is already buffered (``select`` on the descriptor would not see it)."""
+        return b"\n" in self._buf
 
-    def fileno(self) -> int:
-        return self._r.fileno()
+    def send(self, msg: dict, timeout_s: float | None = None) -> None:
+        """Write ``msg`` as one line; with ``timeout_s``, raise :class:`ChannelTimeout` when the other side does
+        not read it in time (a full pipe)."""
+        data = memoryview((json.dumps(msg, allow_nan=True) + "\n").encode())
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while data:
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                _, ready, _ = select.select([], [self._w], [], max(0.0, left))
+                if not ready:
+                    raise ChannelTimeout(f"the other side did not read a message for {timeout_s:.0f} s")
+                n = os.write(self._w, data[:select.PIPE_BUF])  # a writable pipe takes PIPE_BUF bytes without blocking
+            else:
+                n = os.write(self._w, data)
+            data = data[n:]
 
-    def send(self, msg: dict) -> None:
-        data = encode(self.key, msg)
-        view = memoryview(data)
-        while view:
-            n = os.write(self._w, view)
-            view = view[n:]
-
-    def recv(self) -> dict | None:
-        """Next message, or None at end of stream."""
-        while b"\n" not in self._buf:
-            chunk = self._r.read(65536)
+    def recv(self, timeout_s: float | None = None) -> dict:
+        """The next message. Raises :class:`ChannelTimeout` (nothing complete within ``timeout_s``; None waits
+        forever), :class:`ChannelClosed` or :class:`ChannelError`."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            end = self._buf.find(b"\n")
+            if end >= 0:
+                line = bytes(self._buf[:end])
+                del self._buf[:end + 1]
+                return _parse(line)
+            if len(self._buf) > self.max_bytes:
+                raise ChannelError(f"a message of more than {self.max_bytes} bytes without an end of line")
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                ready, _, _ = select.select([self._r], [], [], max(0.0, left))
+                if not ready:
+                    raise ChannelTimeout(f"no complete message for {timeout_s:.0f} s"
+                                         + (f" ({len(self._buf)} bytes of an unfinished one)" if self._buf else ""),
+                                         len(self._buf))
+            chunk = os.read(self._r, _CHUNK)
             if not chunk:
-                return None
+                raise ChannelClosed("end of file" + (f" after {len(self._buf)} bytes of an unfinished message"
+                                                     if self._buf else ""))
             self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
-        return decode(self.key, line)
 
 
-def send_raw_json(fd: int, obj: Any) -> None:
-    """Unsigned bootstrap message (the job spec, which carries the key)."""
-    os.write(fd, (json.dumps(obj) + "\n").encode())
+def _parse(line: bytes) -> dict:
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        raise ChannelError(f"a line that is not JSON: {line[:120]!r}") from None
+    if not isinstance(msg, dict):
+        raise ChannelError(f"a line that is not a JSON object: {line[:120]!r}")
+    return msg
+
+
+def send_line(fd: int, obj: Any) -> None:
+    """One JSON line, written whole (the parent's first message to a worker: its spec)."""
+    data = memoryview((json.dumps(obj) + "\n").encode())
+    while data:
+        data = data[os.write(fd, data):]

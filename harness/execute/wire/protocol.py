@@ -1,25 +1,21 @@
 """The messages between the parent, the candidate worker and the trusted checker: the only definition.
 
-Three processes talk (see README "Security")::
+Three processes talk (see docs/security.md)::
 
-    parent (trusted, no CUDA)  <-- HMAC-signed JSON lines -->  worker (untrusted: runs the candidate)
-    parent                     <-- JSON lines on stdin/stdout --> checker (trusted: references, library)
+    parent (trusted, no CUDA)  <-- JSON lines (harness.execute.wire.channel) -->  worker (untrusted: the candidate)
+    parent                     <-- JSON lines on stdin/stdout -->                  checker (trusted: references, library)
 
-Every message is a frozen dataclass here with a ``KIND`` tag; :func:`encode`
-turns one into a plain dict (``{"kind": ..., "v": VERSION, ...fields}``) and
-:func:`decode` turns a dict back into the dataclass, refusing unknown kinds,
-unknown or missing fields, wrong types, over-long strings and lists. The
-worker is untrusted, so what it sends is parsed with the same strictness as a
-network packet: a message that does not decode is a protocol violation
-(``REWARD_HACK``: an honest worker only sends what :func:`encode` writes).
+Every message is a frozen dataclass registered with :func:`harness.execute.wire.codec.message`; what a worker
+sends is decoded with the codec's strictness (unknown kinds or fields, wrong types, oversized values are protocol
+violations: an honest worker only sends what :func:`encode` writes). Everything a worker says is a claim.
 
 Conversation with a worker (one candidate, its workloads in order)::
 
-    worker -> parent   GPU_WANT_LINE         pre-started workers told gpu_gate, unsigned: before its CUDA context
+    worker -> parent   GPU_WANT_LINE         pre-started workers told gpu_gate, raw: before its CUDA context
     parent -> worker   GPU_GO                one byte, sent while the pool holds a background place in the device gate
-    worker -> parent   warm line             pre-started workers only, unsigned, before the Spec: warm
-    parent -> worker   Spec                  first line, unsigned: carries the channel key
-    worker -> parent   Ready                 sandbox, audit hooks and profiler in place
+    worker -> parent   warm line             pre-started workers only, raw, before the Spec: warm
+    parent -> worker   Spec                  first line
+    worker -> parent   Ready                 its confinement, audit hooks and profiler in place
     worker -> parent   Imported | Fatal
     for each workload:
       worker -> parent WantDevice | WorkloadFatal     models built, kernels compiled (dry)
@@ -27,35 +23,27 @@ Conversation with a worker (one candidate, its workloads in order)::
       repeated, in any order the parent chooses:
         parent -> worker Call          -> CallReport      one forward on fresh inputs from (seed, transform)
         parent -> worker CallBlock     -> CallReport x n  n such calls, one message (the timing phase's)
-        parent -> worker Handoff       -> HandoffReport   export a kept call's outputs (and inputs)
         parent -> worker Batch         -> BatchReady      make the inputs of a batch (the candidate's code does not run)
-        parent -> worker Go...Batch    -> BatchReport     back-to-back forwards on them, timed by the parent's clock
+        parent -> worker RunBatch      -> BatchReport     back-to-back forwards on them, timed by the parent's clock
         parent -> worker Release                           drop kept outputs (no reply)
         parent -> worker Kernels       -> KernelReport    the profiler's kernel table since the last one
       parent -> worker EndWorkload     -> WorkloadDone
     parent -> worker   Finish          -> Done
 
-The worker cannot tell a checked call from a timed one: every Call runs the
-same code (fresh inputs, cache flush, held launch queue, events; the allocator
-poisoned in the correctness rounds), and the parent decides only afterwards
-which outputs to ask for.
-Conversation with a checker: one request, one reply (:class:`CheckerRequest`
-subclasses; replies are :class:`CheckerReply` subclasses).
+Commit before reveal: every CallReport and BatchReport *commits* the outputs of its calls (:class:`Committed`:
+where the checker can read them, a file in the worker's hand-off folder or CUDA IPC handles), before the parent
+decides which of them to verify; the parent then stops the worker's whole process tree, has the checker read
+the chosen ones, and lets it run again. No message ever tells the worker which calls were verified, and nothing
+of the worker runs while its outputs are read.
 
-Size (about 630 lines): this module is the only definition of every message between the
-processes; splitting it would split the protocol. Most lines are the message classes themselves.
+Conversation with a checker: one request, one reply (:data:`REPLY_FOR`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import types
-import typing
 from dataclasses import dataclass, field
-from typing import Any
 
-VERSION = 2
 WARM_PREFIX = b"kernelgate-worker-warm "
 """A pre-started worker's one raw line starts so, once it is warm (sandboxed, torch and the profiler loaded,
 CUDA context made) and before any candidate exists; the pool hands out only workers that wrote it. The rest of
@@ -84,154 +72,8 @@ def parse_warm_line(line: bytes) -> dict[str, float] | None:
     if not isinstance(laps, dict):
         return None
     return {str(k): float(v) for k, v in laps.items() if isinstance(v, (int, float)) and 0 <= v < 1e5}
-MAX_TEXT = 8000
-MAX_LIST = 4096
-MAX_SOURCES_CHARS = 400_000
-
-
-class ProtocolError(ValueError):
-    """A message that is not what :func:`encode` writes (names the kind and field)."""
-
-
-_REGISTRY: dict[str, type] = {}
-
-
-def message(kind: str):
-    """Class decorator: register a frozen dataclass as the message ``kind``."""
-
-    def wrap(cls):
-        cls = dataclass(frozen=True, slots=True)(cls)
-        if kind in _REGISTRY:
-            raise ValueError(f"message kind {kind!r} registered twice")
-        cls.KIND = kind
-        _REGISTRY[kind] = cls
-        return cls
-
-    return wrap
-
-
-def encode(msg: Any) -> dict:
-    """The wire form of a message: a plain dict of JSON values."""
-    if type(msg) not in _REGISTRY.values():
-        raise TypeError(f"{type(msg).__name__} is not a protocol message")
-    out = {"kind": msg.KIND, "v": VERSION}
-    for f in dataclasses.fields(msg):
-        out[f.name] = _plain(getattr(msg, f.name))
-    return out
-
-
-def _plain(v: Any) -> Any:
-    if dataclasses.is_dataclass(v):
-        return {f.name: _plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
-    if isinstance(v, (list, tuple)):
-        return [_plain(x) for x in v]
-    if isinstance(v, dict):
-        return {str(k): _plain(x) for k, x in v.items()}
-    return v
-
-
-def decode(d: Any, expect: tuple[type, ...] | None = None) -> Any:
-    """The message a wire dict encodes; raises :class:`ProtocolError` naming what is wrong.
-
-    ``expect`` restricts the kinds accepted here (a worker may only send
-    worker messages, and only the ones that fit the conversation's state).
-    """
-    if not isinstance(d, dict):
-        raise ProtocolError(f"a message must be a JSON object, got {type(d).__name__}")
-    kind = d.get("kind")
-    cls = _REGISTRY.get(kind) if isinstance(kind, str) else None
-    if cls is None:
-        raise ProtocolError(f"unknown message kind {str(kind)[:60]!r}")
-    if d.get("v") != VERSION:
-        raise ProtocolError(f"{kind}: protocol version {str(d.get('v'))[:20]!r}, expected {VERSION}")
-    if expect is not None and cls not in expect:
-        raise ProtocolError(f"unexpected message {kind!r} here; expected one of {sorted(c.KIND for c in expect)}")
-    return _build(cls, d, kind, {"kind", "v"})
-
-
-_SCHEMA: dict[type, tuple[frozenset, tuple[tuple[str, Any, bool], ...]]] = {}
-
-
-def _schema(cls: type) -> tuple[frozenset, tuple[tuple[str, Any, bool], ...]]:
-    """(field names, (name, type, required) per field) of a dataclass, computed once per class."""
-    if cls not in _SCHEMA:
-        hints = typing.get_type_hints(cls)
-        fields = tuple((f.name, hints[f.name], f.default is dataclasses.MISSING
-                        and f.default_factory is dataclasses.MISSING)  # type: ignore[misc]
-                       for f in dataclasses.fields(cls))
-        _SCHEMA[cls] = (frozenset(name for name, _, _ in fields), fields)
-    return _SCHEMA[cls]
-
-
-def _build(cls: type, d: dict, where: str, extra: set[str] = frozenset()) -> Any:
-    names, fields = _schema(cls)
-    unknown = set(d) - names - extra
-    if unknown:
-        raise ProtocolError(f"{where}: unknown field(s) {sorted(unknown)[:5]}")
-    kwargs = {}
-    for name, tp, required in fields:
-        if name not in d:
-            if required:
-                raise ProtocolError(f"{where}: missing field '{name}'")
-            continue
-        kwargs[name] = _check(d[name], tp, f"{where}.{name}")
-    return cls(**kwargs)
-
-
-def _check(v: Any, tp: Any, where: str) -> Any:
-    """``v`` converted to ``tp`` (tuples for lists, nested dataclasses), or ProtocolError."""
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if tp is Any:
-        return v
-    if origin in (typing.Union, types.UnionType):
-        if v is None and type(None) in args:
-            return None
-        errors = []
-        for a in args:
-            if a is type(None):
-                continue
-            try:
-                return _check(v, a, where)
-            except ProtocolError as exc:
-                errors.append(str(exc))
-        raise ProtocolError(errors[0] if errors else f"{where}: must not be null")
-    if origin in (tuple, list):
-        if not isinstance(v, list):
-            raise ProtocolError(f"{where}: expected a list, got {type(v).__name__}")
-        if len(v) > MAX_LIST:
-            raise ProtocolError(f"{where}: list of {len(v)} items (at most {MAX_LIST})")
-        inner = args[0] if args else Any
-        return tuple(_check(x, inner, f"{where}[{i}]") for i, x in enumerate(v))
-    if origin is dict or tp is dict:
-        if not isinstance(v, dict):
-            raise ProtocolError(f"{where}: expected an object, got {type(v).__name__}")
-        if len(v) > MAX_LIST:
-            raise ProtocolError(f"{where}: object of {len(v)} keys (at most {MAX_LIST})")
-        return dict(v)
-    if dataclasses.is_dataclass(tp):
-        if not isinstance(v, dict):
-            raise ProtocolError(f"{where}: expected an object, got {type(v).__name__}")
-        return _build(tp, v, where)
-    if tp is bool:
-        if type(v) is not bool:
-            raise ProtocolError(f"{where}: expected true/false, got {type(v).__name__}")
-        return v
-    if tp is int:
-        if type(v) is not int:
-            raise ProtocolError(f"{where}: expected an integer, got {type(v).__name__}")
-        return v
-    if tp is float:
-        if type(v) not in (int, float):
-            raise ProtocolError(f"{where}: expected a number, got {type(v).__name__}")
-        return float(v)
-    if tp is str:
-        if not isinstance(v, str):
-            raise ProtocolError(f"{where}: expected a string, got {type(v).__name__}")
-        if len(v) > MAX_SOURCES_CHARS:
-            raise ProtocolError(f"{where}: string of {len(v)} characters (at most {MAX_SOURCES_CHARS})")
-        return v
-    raise ProtocolError(f"{where}: unsupported type {tp}")
+from harness.execute.wire.codec import (MAX_LIST, MAX_SOURCES_CHARS, MAX_TEXT, VERSION, ProtocolError, decode,  # noqa: F401
+                                       encode, message)
 
 
 # --------------------------------------------------------------------------- shared parts
@@ -270,13 +112,24 @@ class KernelRow:
     """Microseconds outside every forward window on the harness's stream (inputs, flush, poison: the harness's own)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """Where one call's outputs (or inputs) lie for the checker, as the worker committed them: exactly one of
+    ``ipc`` (CUDA IPC descriptors, :func:`harness.execute.wire.outputs.check_descriptors`), ``path`` (a raw file
+    in the worker's hand-off folder, :mod:`harness.execute.wire.outputs`) or ``error`` (the worker will not read
+    them by address: not plain tensors)."""
+
+    ipc: tuple[dict, ...] | None = None
+    path: str | None = None
+    error: Error | None = None
+
+
 # --------------------------------------------------------------------------- parent -> worker
 
 @message("spec")
 class Spec:
-    """The job: sent once, first, unsigned (it carries the key the rest is signed with)."""
+    """The job: sent once, first."""
 
-    key: str
     candidate_path: str
     problem_path: str
     device: str
@@ -284,7 +137,8 @@ class Spec:
     dsl: str
     timing: dict
     precompile: bool
-    sandbox: bool
+    isolation: str
+    """The confinement level the worker was started with (:data:`harness.execute.boundary.enter.LEVELS`)."""
     max_file_bytes: int
     gpu_memory_fraction: float
     handoff: str
@@ -320,6 +174,8 @@ class Call:
     """Fill the allocator's free memory with NaN first (correctness rounds). Timed calls skip it on both sides:
     their inputs are fresh per call, so an output a kernel never wrote holds another call's values, which the
     verification fails all the same, and the fill would cost a pass over twice the inputs per call."""
+    commit_inputs: bool = False
+    """Also commit the call's inputs as the forward left them (correctness rounds: an input the forward changed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,14 +198,6 @@ class CallBlock:
     release: tuple[int, ...] = ()
     """Kept calls to drop before the first."""
     poison: bool = False
-
-
-@message("handoff")
-class Handoff:
-    """Export the outputs (and, if ``inputs``, the inputs) of a kept call for the checker."""
-
-    call_id: int
-    inputs: bool
 
 
 @message("batch")
@@ -398,6 +246,9 @@ class Finish:
 @message("ready")
 class Ready:
     sandbox: str
+    """:meth:`harness.execute.boundary.enter.Confinement.describe` of what the worker applied to itself."""
+    confinement: dict
+    """:meth:`harness.execute.boundary.enter.Confinement.to_dict` (sent before any candidate code ran)."""
     audit: str
     profiler: str
     """``cupti`` when a kernel profiler runs, else why not (``unavailable: ...``, ``cpu``)."""
@@ -448,7 +299,6 @@ class CallReport:
     dsl_names: tuple[str, ...] = ()
     aten_ops: tuple[str, ...] = ()
     new_threads: int = 0
-    new_children: int = 0
     output_types: tuple[str, ...] = ()
     lowered_sources: tuple[str, ...] | None = None
     audit_blocked: tuple[str, ...] = ()
@@ -457,19 +307,10 @@ class CallReport:
     """Host time making the call's inputs and poisoning the allocator (diagnostics only: where a pair's time goes)."""
     wall_us: float = 0.0
     """Host time of the whole call, from the Call's arrival to this report (diagnostics only)."""
-
-
-@message("handoff_report")
-class HandoffReport:
-    call_id: int
-    output_ipc: tuple[dict, ...] | None = None
-    output_path: str | None = None
-    input_ipc: tuple[dict, ...] | None = None
-    input_path: str | None = None
-    error: Error | None = None
-    output_digest: str | None = None
-    """BLAKE2b of the file at ``output_path`` as the worker wrote it (the checker reads only a file that has it)."""
-    input_digest: str | None = None
+    outputs: Committed | None = None
+    """The call's outputs, committed (None when the call failed)."""
+    inputs: Committed | None = None
+    """The call's inputs after the forward, committed when the Call asked (``commit_inputs``)."""
 
 
 @message("batch_ready")
@@ -485,6 +326,8 @@ class BatchReport:
     error: Error | None = None
     cuda_error: bool = False
     out_of_memory: bool = False
+    outputs: tuple[Committed, ...] = ()
+    """Every call's outputs, committed, in the batch's order."""
 
 
 @message("kernel_report")
@@ -501,8 +344,6 @@ class KernelReport:
     """Names of the Triton/TileLang kernels the worker's hooks saw compiled or launched (a claim)."""
     patched: tuple[str, ...] = ()
     """Functions of torch, Triton or the harness replaced since the worker's snapshot (harness.execute.worker.rules.tamper)."""
-    new_children: int = 0
-    """Child processes of the worker alive at the end of the phase."""
     side_us: float = 0.0
     """GPU microseconds of the window's kernels and copies on streams other than the markers'
     (:attr:`harness.execute.shared.profiling.Attribution.side_us`)."""
@@ -518,9 +359,9 @@ class Done:
     pass
 
 
-WORKER_TO_PARENT = (Ready, Imported, Fatal, WorkloadFatal, WantDevice, CallReport, HandoffReport, BatchReady,
-                    BatchReport, KernelReport, WorkloadDone, Done)
-PARENT_TO_WORKER = (Go, Call, CallBlock, Handoff, Batch, RunBatch, Release, Kernels, EndWorkload, Finish)
+WORKER_TO_PARENT = (Ready, Imported, Fatal, WorkloadFatal, WantDevice, CallReport, BatchReady, BatchReport, KernelReport,
+                    WorkloadDone, Done)
+PARENT_TO_WORKER = (Go, Call, CallBlock, Batch, RunBatch, Release, Kernels, EndWorkload, Finish)
 
 
 # --------------------------------------------------------------------------- parent <-> checker (trusted)
@@ -542,8 +383,6 @@ class Context:
 
     @property
     def key(self) -> str:
-        import json
-
         return json.dumps([self.problem_path, self.params, self.dtype, self.device, self.model_seed,
                            self.input_transform, self.allow_tf32, self.mode, self.baseline], sort_keys=True)
 
@@ -559,12 +398,12 @@ class Compare:
     rtol: float
     reduction_length: int | None
     in_place: bool
-    output_ipc: tuple[dict, ...] | None = None
-    output_path: str | None = None
-    input_ipc: tuple[dict, ...] | None = None
-    input_path: str | None = None
-    output_digest: str | None = None
-    input_digest: str | None = None
+    outputs: Committed = field(default_factory=Committed)
+    """The candidate's outputs as its worker committed them (read while the worker is stopped)."""
+    inputs: Committed | None = None
+    """Its inputs after the forward, when committed."""
+    handoff_dir: str = ""
+    """The worker's hand-off folder: a committed file must lie directly in it."""
 
 
 @message("compare_reply")
@@ -581,6 +420,10 @@ class CompareReply:
     """Share of elements where the library's output differs from the float64 reference rounded to the dtype."""
     ref_s: float = 0.0
     check_s: float = 0.0
+    changed_while_read: bool = False
+    """As :attr:`VerifyReply.changed_while_read`."""
+    worst: Worst | None = None
+    """A numerical failure's worst element (:func:`harness.score.correctness.worst_element`)."""
 
 
 @message("lib_sample")
@@ -641,12 +484,12 @@ class Verify:
     """Multiplies the correctness tolerance: the candidate and the library are each within it of the float64
     reference, so their difference may be up to about twice it."""
     in_place: bool
-    output_ipc: tuple[dict, ...] | None = None
-    output_path: str | None = None
-    input_ipc: tuple[dict, ...] | None = None
-    input_path: str | None = None
-    output_digest: str | None = None
-    input_digest: str | None = None
+    outputs: Committed = field(default_factory=Committed)
+    """The candidate's outputs as its worker committed them (read while the worker is stopped)."""
+    inputs: Committed | None = None
+    """Its inputs after the forward, when committed."""
+    handoff_dir: str = ""
+    """The worker's hand-off folder: a committed file must lie directly in it."""
 
 
 @message("verify_reply")
@@ -655,6 +498,9 @@ class VerifyReply:
     status: str
     detail: str
     max_excess: float | None = None
+    changed_while_read: bool = False
+    """The output's bytes differed between two reads with the worker stopped: work of the worker (a GPU kernel)
+    was still writing it."""
 
 
 @message("lib_batch")
@@ -721,13 +567,55 @@ class ErrorReply:
     out_of_memory: bool = False
 
 
-CHECKER_REQUESTS = (Compare, LibSample, LibSamples, Verify, LibBatch, RunLibBatch, LibKernels, Drop, Ping)
-CHECKER_REPLIES = (CompareReply, LibSampleReply, VerifyReply, BatchReply, LibKernelsReply, OkReply, ErrorReply)
+@dataclass(frozen=True, slots=True)
+class Worst:
+    """The element of a failed comparison farthest outside its tolerance (:class:`harness.records.WorstElement`)."""
+
+    output: int
+    index: tuple[int, ...]
+    got: float
+    expected: float
+    allowed: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileVerdict:
+    """One value profile's fairness for a workload (:class:`harness.execute.checker.fairness.Fairness`)."""
+
+    profile: int
+    name: str
+    fair: bool
+    reason: str
+    library_excess: float | None = None
+
+
+@message("fairness_probe")
+class FairnessProbe:
+    """Which value profiles are fair for this workload at this tolerance: probed once, then from the cache
+    (:mod:`harness.execute.checker.fairness`)."""
+
+    ctx: Context
+    atol: float
+    rtol: float
+    reduction_length: int | None
+
+
+@message("fairness_reply")
+class FairnessReply:
+    verdicts: tuple[ProfileVerdict, ...]
+    cached: bool = False
+    probe_s: float = 0.0
+
+
+CHECKER_REQUESTS = (Compare, LibSample, LibSamples, Verify, LibBatch, RunLibBatch, LibKernels, Drop, Ping,
+                    FairnessProbe)
+CHECKER_REPLIES = (CompareReply, LibSampleReply, VerifyReply, BatchReply, LibKernelsReply, OkReply, ErrorReply,
+                   FairnessReply)
 REPLY_FOR: dict[type, tuple[type, ...]] = {
     Compare: (CompareReply, ErrorReply), LibSample: (LibSampleReply, ErrorReply),
     LibSamples: (LibSamplesReply, ErrorReply), Verify: (VerifyReply, ErrorReply),
     LibBatch: (BatchReply, ErrorReply), RunLibBatch: (BatchReply, ErrorReply), LibKernels: (LibKernelsReply, ErrorReply),
-    Drop: (OkReply, ErrorReply), Ping: (OkReply, ErrorReply),
+    Drop: (OkReply, ErrorReply), Ping: (OkReply, ErrorReply), FairnessProbe: (FairnessReply, ErrorReply),
 }
 
 

@@ -1,27 +1,21 @@
 """The candidate worker: the only process that imports candidate code.
 
-Started by the parent (``python -m harness.execute.worker.main --in-fd R --out-fd W``),
-or forked by the run's fork server (:mod:`harness.execute.forkserver.server`, which has
-imported torch and Triton but never holds anything of a run) and entering
-:func:`main` the same way, in the candidate's scratch folder, with stdin closed and
-stdout/stderr drained into capped buffers. The conversation is defined in
-:mod:`harness.execute.wire.protocol`; this module carries it out.
+Started by the parent (``python -m harness.execute.worker.main --in-fd R --out-fd W``), or forked by the run's
+fork server (:mod:`harness.execute.forkserver.server`, which has imported torch and Triton but never holds
+anything of a run) and entering :func:`main` the same way, with stdin closed and stdout/stderr drained into
+capped buffers. Before anything of a candidate it crosses the OS boundary (:func:`harness.execute.boundary.enter.enter`):
+from then on it lives in namespaces of its own, under seccomp and Landlock, with no privileges, its keeper
+outside. The conversation is defined in :mod:`harness.execute.wire.protocol`; this module carries it out.
 
-Two threads (see :mod:`harness.execute.shared.threads`): the main thread
-holds the signed channel, the timer, the profiler, the kept outputs and the
-facts it reports; every line of candidate code (import, ``ModelNew(...)``,
-``forward``) runs on the candidate's thread. Before the import, the worker
-applies its resource limits and Landlock sandbox, installs audit hooks
-(:mod:`harness.execute.worker.rules.audit`) and snapshots the identity of the functions it
-relies on (:mod:`harness.execute.worker.rules.tamper`).
+Two threads (:mod:`harness.execute.shared.threads`): the main thread holds the channel, the timer, the profiler
+and the kept outputs; every line of candidate code (import, ``ModelNew(...)``, ``forward``) runs on the
+candidate's thread.
 
-The worker reports *facts* and never decides a status. None of what it
-reports is believed as such: outputs are judged by the trusted checker, the
-library is timed in the checker, and the candidate's own timings are checked
-against the parent's wall clock. Reference outputs never enter this process.
-Every call's inputs are generated here from a seed the parent sends with that
-call, so candidate code that reads the worker's memory cannot learn later
-inputs; the run's base seed never leaves the parent.
+The worker reports *facts* and decides no status, and none of what it reports is believed as such: each call's
+outputs are committed with its report and read by the trusted checker while this process tree is stopped, the
+library is timed in the checker, and the candidate's own timings are bounded by the parent's clock. Every
+call's inputs are made here from a seed the parent sends with that call; the run's base seed never leaves the
+parent, and no message says which calls are verified.
 """
 
 from __future__ import annotations
@@ -39,9 +33,9 @@ from typing import Any
 from harness.execute.wire import protocol as P
 
 MAX_TEXT = 4000
-COMPONENTS = ("spec", "chan", "sandbox", "torch", "guards", "device", "cuda", "forward", "run_all", "reader", "not_plain",
-              "flatten", "make_inputs", "make_reference_model", "load_module", "attribute", "poison", "poison_bytes",
-              "perf", "profiler", "timer", "cthread", "threads_ok", "audit", "tamper")
+COMPONENTS = ("spec", "chan", "confinement", "torch", "guards", "device", "cuda", "forward", "run_all", "reader",
+              "not_plain", "flatten", "make_inputs", "make_reference_model", "load_module", "attribute", "poison",
+              "poison_bytes", "perf", "profiler", "timer", "cthread", "threads_ok", "audit", "tamper")
 """The worker's attributes that never change once its candidate exists (:meth:`TamperCheck.watch`)."""
 CACHE_DIRS = ("triton-cache", "tilelang-cache", "tvm-cache")
 """Scratch sub-folders whose files are the compilers' (not candidate code) for the audit hooks."""
@@ -92,19 +86,19 @@ def _recorded_forward(model: Any, inputs: list, seed: int | None, recorder: Any)
 class Worker:
     """The trusted loop of one candidate (main thread); lives only in :func:`main`'s frame."""
 
-    def __init__(self, spec: P.Spec, chan: Any, warm: dict, sandbox: str):
+    def __init__(self, spec: P.Spec, chan: Any, warm: dict, confinement: Any):
         import torch
 
         from harness.execute.worker import guards
         from harness.execute.shared.threads import CandidateThread, forward, run_all
-        from harness.execute.wire.handoff import NotPlain, OutputReader
+        from harness.execute.worker.outputs import NotPlain, OutputReader
         from harness.execute.shared.inputs import (flatten_outputs, make_inputs, make_reference_model, poison_allocator,
                                             poison_bytes)
         from harness.execute.shared.profiling import attribute
         from harness.measure.timing import DeviceTimer, TimingConfig
         from harness.problems.loader import load_module
 
-        self.spec, self.chan, self.sandbox = spec, chan, sandbox
+        self.spec, self.chan, self.confinement = spec, chan, confinement
         self.torch, self.guards = torch, guards
         self.device = spec.device
         self.cuda = spec.device.startswith("cuda")
@@ -128,7 +122,6 @@ class Worker:
         self.kept: dict[int, tuple] = {}
         self.prepared: list[tuple] = []
         self.calls_in_window = 0
-        self.children_seen: set[int] | None = None
         self.threads_ok = {self.cthread.ident} | {t.ident for t in threading.enumerate() if t.name == "kg-lifeline"}
 
     # ------------------------------------------------------------------ channel
@@ -136,26 +129,27 @@ class Worker:
         self.chan.send(P.encode(msg))
 
     def recv(self, *expect: type) -> Any:
-        raw = self.chan.recv()
-        if raw is None:
-            raise SystemExit(0)  # the parent went away
+        from harness.execute.wire.channel import ChannelClosed
+
+        try:
+            raw = self.chan.recv()
+        except ChannelClosed:
+            raise SystemExit(0) from None  # the parent went away
         return P.decode(raw, expect or None)
 
     # ------------------------------------------------------------------ life
     def run(self) -> None:
-        from harness.execute.worker.rules import audit
-        from harness.execute.worker.rules import spawn
-        from harness.execute.worker.rules import trusted_thread
+        from harness.execute.worker.rules import audit, trusted_thread
         from harness.execute.worker.rules.tamper import TamperCheck
 
         scratch = Path(self.spec.candidate_path).parent
         self.audit = audit.install((str(scratch),), exempt=tuple(str(scratch / d) for d in CACHE_DIRS))
-        spawn.install(self.audit.state["transparent"])  # fork_exec raises an audit event too (spawn.py)
         guard = trusted_thread.arm(self.audit)  # this thread: candidate code called here ends the worker
         self.tamper = TamperCheck()
         self.tamper.snapshot()
         self.tamper.watch("worker", self, COMPONENTS)
-        self.send(P.Ready(sandbox=self.sandbox, audit=f"python audit hooks (PEP 578); trusted thread guarded by {guard}",
+        self.send(P.Ready(sandbox=self.confinement.describe()[:400], confinement=self.confinement.to_dict(),
+                          audit=f"python audit hooks (PEP 578); trusted thread guarded by {guard}",
                           profiler=self.profiler.status))
         try:
             cand = self.cthread.run(_import_candidate, self.spec.candidate_path)
@@ -218,18 +212,15 @@ class Worker:
         self.timer.calibrate()
         self.profiler.window()  # a fresh window: the workload's first call starts it
         self.calls_in_window = 0
-        self.children_seen = None
         fwd_seed = spec.mode == "train"
         while True:
-            msg = self.recv(P.Call, P.CallBlock, P.Handoff, P.Batch, P.RunBatch, P.Release, P.Kernels, P.EndWorkload)
+            msg = self.recv(P.Call, P.CallBlock, P.Batch, P.RunBatch, P.Release, P.Kernels, P.EndWorkload)
             if isinstance(msg, P.Call):
-                for cid in msg.release:
-                    self.kept.pop(cid, None)
+                self.release(msg.release)
                 if self.call(model, module, w, msg, fwd_seed) == "stop":
                     return "stop"
             elif isinstance(msg, P.CallBlock):
-                for cid in msg.release:
-                    self.kept.pop(cid, None)
+                self.release(msg.release)
                 done = "ok"
                 for c in msg.calls:
                     done = self.call(model, module, w, P.Call(call_id=c.call_id, seed=c.seed, transform=c.transform,
@@ -238,20 +229,17 @@ class Worker:
                         break  # the parent reads reports up to the first one that is not ok
                 if done == "stop":
                     return "stop"
-            elif isinstance(msg, P.Handoff):
-                self.handoff(w, msg)
             elif isinstance(msg, P.Batch):
                 self.prepare_batch(module, w, msg, fwd_seed)
             elif isinstance(msg, P.RunBatch):
-                if self.run_batch(model, msg) == "stop":
+                if self.run_batch(model, w, msg) == "stop":
                     return "stop"
             elif isinstance(msg, P.Release):
-                for cid in msg.call_ids:
-                    self.kept.pop(cid, None)
+                self.release(msg.call_ids)
             elif isinstance(msg, P.Kernels):
                 self.kernels()
             else:
-                self.kept.clear()
+                self.release(tuple(self.kept))
                 del model
                 if self.cuda:
                     torch.cuda.synchronize()
@@ -276,9 +264,6 @@ class Worker:
             self.poison(self.device, self.poison_bytes(in_bytes))
         prep_us = (time.perf_counter() - t_start) * 1e6
         threads_before = guards.live_threads()
-        # the children seen after the previous call (one /proc scan per call: it reads a file per thread); a
-        # child started between calls, by a thread of the candidate's, counts as this call's
-        children_before = self.children_seen if self.children_seen is not None else self.guards.live_children()
         launches_before = guards.COUNTER.total
         seed = msg.seed if fwd_seed else None
         recorder = guards.AtenRecorder() if not self.cuda else None
@@ -300,52 +285,52 @@ class Worker:
             return "stop" if cuda else "failed"
         self.calls_in_window += 1
         outs = self.flatten(timed.result)
-        self.kept[msg.call_id] = (outs, inputs, None)
+        self.kept[msg.call_id] = (outs, inputs, [])
         report.update(
             ok=True, stream_ms=timed.stream_ms, device_ms=timed.device_ms, enqueue_us=timed.enqueue_us,
             idle_ms=timed.idle_ms,
             launches=guards.COUNTER.total - launches_before, dsl_names=tuple(sorted(guards.COUNTER.names))[:64],
             aten_ops=tuple(sorted(recorder.ops))[:256] if recorder is not None else (),
             new_threads=len(guards.live_threads() - threads_before - self.threads_ok),
-            new_children=len(self._scan_children() - children_before),
             output_types=tuple(type(o).__module__ + "." + type(o).__qualname__ for o in outs)[:64],
             audit_blocked=self.audit.take(), prep_us=prep_us,
         )
+        # committed before the parent decides anything about this call
+        report["outputs"] = self.commit(w, msg.call_id, "out", outs)
+        if msg.commit_inputs:
+            report["inputs"] = self.commit(w, msg.call_id, "in", [x for x in inputs if isinstance(x, torch.Tensor)])
         report["wall_us"] = (time.perf_counter() - t_start) * 1e6
         self.send(P.CallReport(**report))
         return "ok"
 
-    def _scan_children(self) -> set[int]:
-        self.children_seen = self.guards.live_children()
-        return self.children_seen
+    def commit(self, w: P.WorkloadSpec, cid: int, part: str, tensors: list) -> P.Committed:
+        """Where the checker can read ``tensors`` (one call's outputs or inputs): CUDA IPC handles of their memory
+        (kept alive until the call is released), else a raw file in the hand-off folder. By address, never
+        through the dispatcher or pickle (:mod:`harness.execute.worker.outputs`)."""
+        try:
+            ipc = self.reader.export(tensors) if (self.spec.handoff == "ipc" and self.cuda) else None
+            if ipc is not None:
+                return P.Committed(ipc=tuple(ipc))
+            path = f"{self.spec.handoff_dir}/{w.name}.c{cid}.{part}.raw"
+            self.reader.write(tensors, path)
+        except self.not_plain as exc:
+            return P.Committed(error=P.Error("NotTensors", str(exc)))
+        except Exception as exc:  # noqa: BLE001 - a refused device copy, a full disk: the report says so
+            return P.Committed(error=P.error_from_exception(exc, 2000))
+        entry = self.kept.get(cid)
+        if entry is not None:
+            entry[2].append(path)
+        return P.Committed(path=path)
 
-    def handoff(self, w: P.WorkloadSpec, msg: P.Handoff) -> None:
-        torch = self.torch
-        entry = self.kept.get(msg.call_id)
-        if entry is None:
-            self.send(P.HandoffReport(call_id=msg.call_id, error=P.Error("UnknownCall", "no kept call with that id")))
-            return
-        outs, inputs, _ = entry
-        tensors_in = [x for x in inputs if isinstance(x, torch.Tensor)] if (msg.inputs and inputs is not None) else None
-        report: dict[str, Any] = {"call_id": msg.call_id}
-        keep = []
-        for part, tensors in (("output", outs), ("input", tensors_in)):
-            if tensors is None:
-                continue
-            try:  # by address, never through the dispatcher or pickle (harness.execute.wire.handoff)
-                exported = self.reader.export(tensors) if (self.spec.handoff == "ipc" and self.cuda) else None
-                if exported is not None:
-                    report[f"{part}_ipc"] = tuple(exported[0])
-                    keep.append(exported[1])
-                else:
-                    path = f"{self.spec.handoff_dir}/{w.name}.c{msg.call_id}.{part}.raw"
-                    report[f"{part}_digest"] = self.reader.write(tensors, path)
-                    report[f"{part}_path"] = path
-            except self.not_plain as exc:
-                self.send(P.HandoffReport(call_id=msg.call_id, error=P.Error("NotTensors", str(exc))))
-                return
-        self.kept[msg.call_id] = (outs, inputs, keep)  # exported memory stays alive until released
-        self.send(P.HandoffReport(**report))
+    def release(self, call_ids: Any) -> None:
+        """Drop kept calls: their outputs and inputs, and the files they were committed to."""
+        for cid in list(call_ids):
+            entry = self.kept.pop(cid, None)
+            for path in entry[2] if entry is not None else ():
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
 
     def prepare_batch(self, module: Any, w: P.WorkloadSpec, msg: P.Batch, fwd_seed: bool) -> None:
         """Make a batch's inputs on this (the trusted) thread; the candidate first sees them in RunBatch."""
@@ -360,8 +345,9 @@ class Worker:
             return
         self.send(P.BatchReady(calls=len(self.prepared)))
 
-    def run_batch(self, model: Any, msg: P.RunBatch) -> str:
-        """The prepared calls back to back, then one device-wide synchronize (the parent's clock runs)."""
+    def run_batch(self, model: Any, w: P.WorkloadSpec, msg: P.RunBatch) -> str:
+        """The prepared calls back to back, then one device-wide synchronize, then every call's outputs committed
+        (the parent's clock runs from the request until it has stopped this process after the report)."""
         wanted = set(msg.call_ids)
         calls = [c for c in self.prepared if c[0] in wanted]
         self.prepared = [c for c in self.prepared if c[0] not in wanted]
@@ -374,7 +360,7 @@ class Worker:
                                                for _, inputs, seed in calls]
             outs, failed = self.cthread.run(self.run_all, fn, args)  # the whole batch in one hand-over
             for (cid, inputs, _), out in zip(calls, outs):
-                self.kept[cid] = (self.flatten(out), inputs, None)
+                self.kept[cid] = (self.flatten(out), inputs, [])
                 n += 1
             if failed is not None:
                 raise failed
@@ -384,7 +370,8 @@ class Worker:
             self.send(P.BatchReport(calls=n, error=P.error_from_exception(exc), cuda_error=cuda,
                                     out_of_memory=_is_oom(exc)))
             return "stop" if cuda else "ok"
-        self.send(P.BatchReport(calls=n))
+        committed = tuple(self.commit(w, cid, "out", self.kept[cid][0]) for cid, _, _ in calls)
+        self.send(P.BatchReport(calls=n, outputs=committed))
         return "ok"
 
     def kernels(self) -> None:
@@ -395,63 +382,70 @@ class Worker:
             profiler=self.profiler.status, markers=att.markers, calls=self.calls_in_window,
             rows=tuple(P.KernelRow(name=n[:300], inside_us=a, count=c, outside_us=o) for n, (a, c, o) in rows),
             dsl_names=tuple(sorted(self.guards.COUNTER.names))[:256], patched=tuple(self.tamper.changed()),
-            new_children=len(self.guards.live_children()), side_us=att.side_us))
+            side_us=att.side_us))
         self.calls_in_window = 0
+
+
+def _read_line(fd: int, limit: int = 1 << 20) -> bytes | None:
+    """One line from ``fd``, read byte by byte (nothing after it is consumed); None at end of file."""
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = os.read(fd, 1)
+        if not chunk or len(line) > limit:
+            return None
+        line += chunk
+    return line
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.execute.worker.main", description=__doc__.splitlines()[0])
     parser.add_argument("--in-fd", type=int, required=True)
     parser.add_argument("--out-fd", type=int, required=True)
-    parser.add_argument("--prestart", metavar="JSON", help="pre-started worker: lock down and warm up with these "
-                        "settings (device, sandbox, max_file_bytes, problem_paths, cpu_threads), then wait for the spec")
+    parser.add_argument("--prestart", metavar="JSON", help="pre-started worker: cross the boundary and warm up "
+                        "with these settings (device, isolation, max_file_bytes, problem_paths, cpu_threads), then "
+                        "wait for the spec")
     parser.add_argument("--watch-pid", type=int, help="the process whose end ends this worker (default: its "
                         "parent; a forked worker's is the harness, not the fork server)")
     args = parser.parse_args(argv)
 
-    from harness.execute.parent import reaper
-    from harness.execute.worker import warmup
+    from harness.execute.boundary.enter import enter
     from harness.execute.wire.channel import Endpoint
-    from harness.execute.shared.lifeline import watch_parent
+    from harness.execute.worker import warmup
 
-    # before anything of the candidate (and the audit hooks, which refuse ctypes to candidate code only): orphans
-    # of the candidate's processes become this worker's children, seen by the child check and killed with its tree
-    reaper.set_subreaper()
     pre = json.loads(args.prestart) if args.prestart else None
-    sandbox, warm = "", None
+    if pre is None:  # the spec first (before the boundary: nothing of the candidate exists yet)
+        line = _read_line(args.in_fd)
+        if line is None:
+            return 3  # the parent went away before giving us a candidate
+        spec = P.decode(json.loads(line), (P.Spec,))
+        settings = {"device": spec.device, "isolation": spec.isolation, "max_file_bytes": spec.max_file_bytes,
+                    "cpu_threads": spec.cpu_threads, "tilelang": spec.dsl == "tilelang"}
+        problem_paths = [spec.problem_path]
+    else:
+        settings, problem_paths = pre, list(pre["problem_paths"])
+    confinement = enter(settings, problem_paths, lifeline_pid=args.watch_pid)  # the keeper stays behind, outside
+    gate_fds = (args.in_fd, args.out_fd) if pre is not None and pre.get("gpu_gate") else None
+    warm = warmup.warm_up(settings, gate_fds)
     if pre is not None:
-        sandbox = warmup.lock_down(pre, pre["problem_paths"])
-        watch_parent(pid=args.watch_pid)  # after the lock-down: the thread is confined too (lifeline.py)
-        warm = warmup.warm_up(pre, (args.in_fd, args.out_fd) if pre.get("gpu_gate") else None)
         os.write(args.out_fd, P.warm_line(warm["laps"]))  # the pool hands out only warm workers
-    reader = os.fdopen(args.in_fd, "rb", buffering=0)
-    line = b""
-    while not line.endswith(b"\n"):
-        chunk = reader.read(1)
-        if not chunk:
-            return 3  # the parent went away (or closed the pool) before giving us a candidate
-        line += chunk
-    spec = P.decode(json.loads(line), (P.Spec,))
-    chan = Endpoint(reader, args.out_fd, bytes.fromhex(spec.key))  # the parent's commands follow the spec
-    settings = {"device": spec.device, "sandbox": spec.sandbox, "max_file_bytes": spec.max_file_bytes,
-                "cpu_threads": spec.cpu_threads, "tilelang": spec.dsl == "tilelang"}
-    if pre is None:
-        sandbox = warmup.lock_down(settings, [spec.problem_path])
-        watch_parent(pid=args.watch_pid)  # until here the parent's end closes the channel: read() returns b""
-        warm = warmup.warm_up(settings)
-    elif spec.problem_path not in pre["problem_paths"] or bool(spec.sandbox) != bool(pre.get("sandbox", True)):
+        line = _read_line(args.in_fd)
+        if line is None:
+            return 3  # the pool closed before giving us a candidate
+        spec = P.decode(json.loads(line), (P.Spec,))
+    chan = Endpoint(args.in_fd, args.out_fd)
+    if pre is not None and (spec.problem_path not in pre["problem_paths"]
+                            or spec.isolation != pre.get("isolation", "strict")):
         chan.send(P.encode(P.Fatal(status="HARNESS_ERROR", error=P.Error(
-            "PrestartMismatch", "pre-started worker was set up for other problems or sandbox settings than its "
+            "PrestartMismatch", "pre-started worker was set up for other problems or isolation settings than its "
             "candidate's spec", ""))))
         return 4
-    worker = Worker(spec, chan, warm, sandbox)
+    worker = Worker(spec, chan, warm, confinement)
     try:
         worker.run()
     finally:
         log = getattr(worker, "audit", None)
         if log is not None and log.disarm is not None:
             log.disarm()  # the candidate's objects may be finalized at exit, on this thread: no verdict
-        reaper.kill_tree(os.getpid(), itself=False)  # its adopted orphans would outlive it (handed up the tree)
     return 0
 
 

@@ -1,4 +1,4 @@
-"""What a worker does before it knows its candidate: resource limits, the Landlock sandbox, the warm-up.
+"""What a worker does, once confined, before it knows its candidate: the warm-up.
 
 A pre-started worker (:mod:`harness.execute.parent.pool`) does all of it before any
 candidate exists; a worker spawned for one candidate does it after reading
@@ -10,39 +10,8 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 from harness.execute.wire import protocol as P
-
-
-def set_rlimits(settings: dict) -> None:
-    """Limits that are safe with CUDA (no address-space cap: the driver maps huge ranges)."""
-    import resource
-
-    limits = {
-        resource.RLIMIT_CORE: 0,
-        resource.RLIMIT_FSIZE: int(settings.get("max_file_bytes", 8 << 30)),
-        resource.RLIMIT_NOFILE: int(settings.get("max_open_files", 4096)),
-    }
-    for res, value in limits.items():
-        soft, hard = resource.getrlimit(res)
-        new_hard = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        try:
-            resource.setrlimit(res, (min(value, new_hard), new_hard))
-        except (ValueError, OSError):
-            pass
-
-
-def lock_down(settings: dict, problem_paths: list[str]) -> str:
-    """Resource limits and the Landlock sandbox, before torch (or anything that starts threads) is imported."""
-    set_rlimits(settings)
-    if not settings.get("sandbox", True):
-        return "none: disabled (--no-sandbox)"
-    from harness.execute.boundary.landlock import apply, default_policy
-
-    root = Path(__file__).resolve().parents[3]
-    problems = [Path(p) for p in problem_paths]
-    return apply(default_policy(Path.cwd(), root, problems[0], more_problems=tuple(problems[1:])))
 
 
 def warm_up(settings: dict, gate_fds: tuple[int, int] | None = None) -> dict:
@@ -60,13 +29,10 @@ def warm_up(settings: dict, gate_fds: tuple[int, int] | None = None) -> dict:
     import torch
 
     torch.set_num_threads(max(1, int(settings.get("cpu_threads", 1))))
-    from harness.execute.worker.rules import audit
-    from harness.execute.shared import threads as candidate_thread
-    from harness.execute.worker import guards
-    from harness.execute.wire import handoff
-    from harness.execute.shared import inputs
-    from harness.execute.worker.rules import tamper  # noqa: F401
+    from harness.execute.shared import inputs, threads  # noqa: F401
     from harness.execute.shared.profiling import KernelProfiler
+    from harness.execute.worker import guards, outputs  # noqa: F401
+    from harness.execute.worker.rules import audit, tamper, trusted_thread  # noqa: F401
     from harness.measure import timing  # noqa: F401
     from harness.problems import loader  # noqa: F401
 

@@ -1,0 +1,85 @@
+"""The parent's outside view of a worker's confinement: which process is the confined worker, and what the
+kernel says about it.
+
+A worker's keeper (the process the parent started or was handed by the fork server) has exactly one child, the
+confined worker (:mod:`harness.execute.boundary.enter`). What the worker reports about its confinement is sent
+before any candidate code runs; :func:`observe` checks it against ``/proc/PID/ns/*`` and ``/proc/PID/status``
+all the same, so the record says what the kernel enforces, not what a message said.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+NAMESPACES = {"user": "user", "pid": "pid", "mount": "mnt", "net": "net", "ipc": "ipc", "uts": "uts"}
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """What the kernel shows of one process, from outside."""
+
+    namespaces: tuple[str, ...]
+    """Namespaces it does not share with the parent."""
+    no_new_privs: bool
+    seccomp_filter: bool
+    """``Seccomp: 2`` (a filter is loaded)."""
+    capabilities: bool
+    """Any capability left in its effective, permitted or bounding set."""
+
+    def mismatch(self, claimed_namespaces: tuple[str, ...], claimed_seccomp: bool, claimed_dropped: bool) -> list[str]:
+        """Parts the worker reported that the kernel does not show (empty when its report holds)."""
+        out = [f"{ns} namespace" for ns in claimed_namespaces if ns in NAMESPACES and ns not in self.namespaces]
+        if claimed_seccomp and not self.seccomp_filter:
+            out.append("seccomp filter")
+        if claimed_dropped and (self.capabilities or not self.no_new_privs):
+            out.append("dropped privileges")
+        return out
+
+
+def confined_pid(keeper: int) -> int | None:
+    """The keeper's one child (the confined worker), or None (not started yet, or already gone)."""
+    try:
+        with open(f"/proc/{keeper}/task/{keeper}/children", "rb") as f:
+            kids = [int(x) for x in f.read().split()]
+    except (OSError, ValueError):
+        return None
+    return kids[0] if len(kids) == 1 else None
+
+
+def observe(pid: int) -> Observed | None:
+    """The kernel's view of ``pid`` (None when it is gone)."""
+    own = {}
+    for name, link in NAMESPACES.items():
+        try:
+            own[name] = (os.readlink(f"/proc/self/ns/{link}"), os.readlink(f"/proc/{pid}/ns/{link}"))
+        except OSError:
+            own[name] = None
+    fields: dict[str, str] = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                fields[key] = value.strip()
+    except OSError:
+        return None
+    caps = any(int(fields.get(k, "0"), 16) for k in ("CapEff", "CapPrm", "CapBnd"))
+    return Observed(namespaces=tuple(n for n, v in own.items() if v is not None and v[0] != v[1]),
+                    no_new_privs=fields.get("NoNewPrivs") == "1", seccomp_filter=fields.get("Seccomp") == "2",
+                    capabilities=caps)
+
+
+def live_descendants(pid: int) -> list[int]:
+    """Descendants of ``pid`` that are alive (not zombies), read from ``/proc``."""
+    from harness.execute.parent.freeze import tree
+
+    out = []
+    for child in tree(pid)[1:]:
+        try:
+            with open(f"/proc/{child}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in (b"Z", b"X", b"x"):
+            out.append(child)
+    return out
