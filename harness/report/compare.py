@@ -1,8 +1,11 @@
 """Paired comparison of two generators (``a`` the baseline, ``b`` the challenger).
 
 Only what both attempted is compared: for every problem each side's best
-candidate is taken (:func:`harness.report.metrics.best_candidate`, the same
-rule as the leaderboard) and its workloads are paired by name.
+candidate stands for it (:func:`harness.report.metrics.best_candidate`, the
+same rule as the leaderboard: correct on every attempted workload first,
+then the largest smallest-E_lib, then the mean S), and its workloads are
+paired by name. The output names that candidate per problem and side, with
+how many candidates it was chosen from.
 
 Time ratio of one paired workload (below 1: ``b`` is faster)::
 
@@ -14,19 +17,38 @@ Normalising by each session's own library time removes most of the
 difference between sessions (clocks, thermal state, another GPU of the same
 model); only within one run are raw kernel times comparable directly.
 
-Noise, from the raw ``samples_ms`` kept in every :class:`TimingStats`:
+Noise has two parts, and the interval of every paired workload holds both:
 
-* per workload, a bootstrap of the ratio: each side's samples (and library
-  samples when normalising) are resampled with replacement and the ratio of
-  medians is recomputed ``n_boot`` times; the 95% CI is the 2.5 and 97.5
-  percentiles;
-* overall, the geometric mean of the ratios with a two-level bootstrap: each
+* within a run, from the raw ``samples_ms`` kept in every :class:`TimingStats`:
+  each side's samples (and library samples when normalising) are resampled
+  with replacement and the ratio of medians is recomputed ``n_boot`` times
+  (the 2.5 and 97.5 percentiles);
+* between runs: two runs of identical code differ by more than their samples
+  say (clocks, another machine, an autotuner's choice). When a side holds
+  records of several runs of the same candidate (repeats: a ``--rerun``, or
+  merged results), their spread is measured: the ratio is that of the runs'
+  geometric mean E_lib and the half-width ``t(0.975, df) * s * sqrt(1/n_a +
+  1/n_b)`` (``s`` pooled over both sides). Otherwise the measured noise floor
+  of the workload's class (:mod:`harness.report.noise`: device model, same
+  machine or not, autotuned kernel or not) is the half-width; with repeats it
+  is the least half-width (scaled to the number of runs). The two parts add in
+  quadrature in log space::
+
+      CI = ratio * exp(-+ sqrt(bootstrap_half_width^2 + run_to_run_half_width^2))
+
+  A pair with neither repeats nor a measured floor (another device model) has
+  the within-run part only, and a warning says so;
+* overall, the geometric mean of the ratios with a two-level bootstrap (each
   replicate resamples the paired workloads *and* uses each workload's own
-  bootstrap replicate, so both the spread between problems and the timing
-  noise within one are in the interval.
+  replicate), widened by the root-mean-square run-to-run half-width (a
+  machine-level shift moves every workload together).
+
+Identical code (the same ``candidate_sha256``, problem version and
+environment on both sides) is never reported as changed by speed: its
+difference is run-to-run noise by definition (``identical_code`` in the pair).
 
 Rule for "beyond noise" (:data:`CHANGE_RULE`): a workload improved when its
-ratio is below ``1 - min_effect`` *and* its 95% CI lies entirely below 1
+ratio is below ``1 - min_effect`` *and* its 95% CI (both parts) lies entirely below 1
 (regressed: above ``1 + min_effect`` and CI entirely above 1). The minimum
 effect (default 2%) keeps thousands of samples from flagging differences no
 one would act on. A fix (``a`` failed, ``b`` PASSED) counts as an
@@ -56,11 +78,23 @@ ERROR_WIDTH = 110
 """Characters per line of the error texts under the comparison table (wrapped at spaces, never cut)."""
 MIN_EFFECT = 0.02
 CHANGE_RULE = (
-    "a workload improved (regressed) when t_b/t_a is below 1 - min_effect (above 1 + min_effect) and its 95% bootstrap "
-    "CI, from resampling each side's raw timing samples and taking medians, lies entirely below (above) 1; a fix "
-    "(a failed, b PASSED) is an improvement and a break a regression; a problem improved when some workload improved "
-    "and none regressed, regressed in the opposite case, mixed when both"
+    "a workload improved (regressed) when t_b/t_a is below 1 - min_effect (above 1 + min_effect) and its 95% CI lies "
+    "entirely below (above) 1; the CI holds the sample noise within each run (bootstrap of the raw timing samples) and "
+    "the noise between runs (the spread of repeated runs, else the measured noise floor of the workload's class); "
+    "identical code is never faster or slower; a fix (a failed, b PASSED) is an improvement and a break a regression; "
+    "a problem improved when some workload improved and none regressed, regressed in the opposite case, mixed when both"
 )
+CANDIDATE_RULE = ("each side's best candidate per problem stands for it (the leaderboard's rule: correct on every "
+                  "attempted workload first, then the largest smallest-E_lib, then the mean S)")
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
+"""Student's t 0.975 quantile for 1-10 degrees of freedom; 11-30 take the value for 10 (larger than theirs, so the
+interval is wider, never narrower), beyond 30 the normal 1.96."""
+
+
+def _t975(df: int) -> float:
+    if df <= len(_T975):
+        return _T975[max(df, 1) - 1]
+    return 2.228 if df <= 30 else 1.96
 
 
 def resolve_generator(results: list[JobResult], spec: str) -> tuple[str, str]:
@@ -82,20 +116,41 @@ def resolve_generator(results: list[JobResult], spec: str) -> tuple[str, str]:
     raise ValueError(f"no generator '{spec}' in these results{hint} (known: {', '.join(known) or 'none'})")
 
 
-def _side(records: list[JobResult], gen: str, ver: str) -> dict[tuple[str, str], JobResult]:
-    """(problem, workload) -> the record of this generator's best candidate on that problem."""
+def side_records(records: list[JobResult], gen: str, ver: str) -> dict[tuple[str, str], JobResult]:
+    """(problem, workload) -> the latest record of this generator's best candidate on that problem."""
+    return {k: runs[-1] for k, runs in _side_runs(records, gen, ver)[0].items()}
+
+
+def _side_runs(records: list[JobResult], gen: str, ver: str) -> tuple[dict[tuple[str, str], list[JobResult]],
+                                                                        dict[str, tuple[str, int]]]:
+    """(problem, workload) -> the best candidate's records, one per run (the latest of each run_id), oldest first;
+    and problem -> (that candidate, how many candidates it was chosen from).
+
+    ``records`` may hold several runs of one job (a ``--rerun``, merged results files): the best candidate is
+    chosen on each entry's latest record (:func:`harness.report.metrics.latest_records`), and its earlier runs
+    are the repeats that measure the run-to-run noise.
+    """
+    mine = [r for r in records if r.generator == gen and r.generator_version == ver]
+    latest, _ = M.latest_records(mine)
     by_problem: dict[str, list[JobResult]] = defaultdict(list)
-    for r in records:
-        if r.generator == gen and r.generator_version == ver:
-            by_problem[r.problem_id].append(r)
-    out: dict[tuple[str, str], JobResult] = {}
+    for r in latest:
+        by_problem[r.problem_id].append(r)
+    out: dict[tuple[str, str], list[JobResult]] = {}
+    chosen: dict[str, tuple[str, int]] = {}
     for pid, recs in by_problem.items():
         best = M.best_candidate(recs)
         if best is None:
             continue
-        for r in sorted((r for r in recs if r.candidate == best.candidate), key=lambda r: r.created_at):
-            out[(pid, r.workload)] = r  # latest wins if the candidate's file changed between runs
-    return out
+        chosen[pid] = (best.candidate, len({r.candidate for r in recs}))
+        per_run: dict[tuple[str, str], dict[str, JobResult]] = defaultdict(dict)
+        for r in sorted((r for r in mine if r.problem_id == pid and r.candidate == best.candidate),
+                        key=lambda r: r.created_at):
+            per_run[(pid, r.workload)][r.run_id] = r  # the latest record of each run
+        for key, runs in per_run.items():
+            ordered = sorted(runs.values(), key=lambda r: r.created_at)
+            newest = ordered[-1]  # the candidate's file may have changed between runs: repeats are of the newest code
+            out[key] = [r for r in ordered if r.candidate_sha256 == newest.candidate_sha256]
+    return out, chosen
 
 
 def _timed(r: JobResult) -> bool:
@@ -110,7 +165,7 @@ def _boot_medians(np, rng, samples: tuple[float, ...], n_boot: int):
     return np.median(x[idx], axis=1)
 
 
-def _error_text(r: JobResult) -> str | None:
+def error_text(r: JobResult) -> str | None:
     """``Type: message`` of a record's error (the whole message; renderers shorten it), None without one."""
     return f"{r.error.type}: {r.error.message}" if r.error is not None else None
 
@@ -120,7 +175,39 @@ def _generalizes(r: JobResult) -> bool | None:
     return r.heldout.generalizes if r.status is Status.PASSED and r.heldout is not None else None
 
 
-def _pair(np, rng, ra: JobResult, rb: JobResult, n_boot: int, min_effect: float) -> tuple[dict, object | None]:
+def _identical(ra: JobResult, rb: JobResult) -> bool:
+    """The same code on the same problem in comparable environments: any difference is run-to-run noise."""
+    return (ra.candidate_sha256 == rb.candidate_sha256 and ra.problem_version == rb.problem_version
+            and ra.env.comparable_key() == rb.env.comparable_key() and ra.mode == rb.mode and ra.baseline == rb.baseline)
+
+
+def _run_to_run(np, runs_a: list[JobResult], runs_b: list[JobResult], floors: list) -> tuple[float | None, dict]:
+    """The run-to-run half-width (log scale) of one paired workload and where it came from (module docstring)."""
+    from harness.report.noise import floor_for
+
+    ta, tb = [r for r in runs_a if _timed(r)], [r for r in runs_b if _timed(r)]
+    floor = floor_for(floors, ta[-1], tb[-1])
+    na, nb = len(ta), len(tb)
+    scale = math.sqrt((1 / na + 1 / nb) / 2)  # a floor is measured between two single runs
+    h_floor = floor.half_width_log * scale if floor is not None else None
+    info: dict = {"floor": floor.describe() if floor is not None else None, "runs_a": na, "runs_b": nb,
+                  "repeats_half_width": None}
+    if na + nb > 2 and max(na, nb) > 1:
+        xa = np.log([M.e_lib_of(r) for r in ta])
+        xb = np.log([M.e_lib_of(r) for r in tb])
+        ss = float(((xa - xa.mean()) ** 2).sum() + ((xb - xb.mean()) ** 2).sum())
+        df = (na - 1) + (nb - 1)
+        h_rep = _t975(df) * math.sqrt(ss / df) * math.sqrt(1 / na + 1 / nb)
+        info["repeats_half_width"] = h_rep
+        return (max(h_rep, h_floor) if h_floor is not None else h_rep), info
+    return h_floor, info
+
+
+def _pair(np, rng, runs_a: list[JobResult], runs_b: list[JobResult], n_boot: int, min_effect: float,
+          floors: list) -> tuple[dict, object | None, float]:
+    """One paired workload: its row, its bootstrap replicates of log(ratio) (None when not timed on both sides),
+    and the run-to-run half-width already in those replicates (0 when they hold the within-run part only)."""
+    ra, rb = runs_a[-1], runs_b[-1]
     d = {
         "problem": ra.problem_id, "workload": ra.workload, "category": ra.category,
         "candidate_a": ra.candidate, "candidate_b": rb.candidate,
@@ -130,9 +217,10 @@ def _pair(np, rng, ra: JobResult, rb: JobResult, n_boot: int, min_effect: float)
         "U_roof_a": M.u_roof_of(ra), "U_roof_b": M.u_roof_of(rb),
         "S_a": M.score_of(ra), "S_b": M.score_of(rb), "delta_S": None,
         "cpu_path_a": M.is_cpu_path(ra), "cpu_path_b": M.is_cpu_path(rb),
-        "error_a": _error_text(ra), "error_b": _error_text(rb),
+        "error_a": error_text(ra), "error_b": error_text(rb),
         "generalizes_a": _generalizes(ra), "generalizes_b": _generalizes(rb),
-        "mode": None, "ratio": None, "ci95": None, "change": "same",
+        "mode": None, "ratio": None, "ci95": None, "change": "same", "identical_code": _identical(ra, rb),
+        "run_to_run_half_width": None, "noise": None,
     }
     if d["S_a"] is not None and d["S_b"] is not None:
         d["delta_S"] = d["S_b"] - d["S_a"]
@@ -150,69 +238,103 @@ def _pair(np, rng, ra: JobResult, rb: JobResult, n_boot: int, min_effect: float)
     elif not (_timed(ra) and _timed(rb)):
         d["change"] = "untimed"
     else:
-        ta, tb = ra.timing, rb.timing
-        bta = _boot_medians(np, rng, ta.samples_ms, n_boot)
-        btb = _boot_medians(np, rng, tb.samples_ms, n_boot)
-        if ra.run_id == rb.run_id:
-            d["mode"] = "raw"
-            ratio = M.num(tb.median_ms) / M.num(ta.median_ms)
-            boot = btb / bta
+        h, info = _run_to_run(np, runs_a, runs_b, floors)
+        repeats = info["repeats_half_width"] is not None
+        if repeats:  # several runs: their spread holds both parts; the ratio is of the runs' geometric means
+            d["mode"] = "repeats"
+            xa = np.log([M.e_lib_of(r) for r in runs_a if _timed(r)])
+            xb = np.log([M.e_lib_of(r) for r in runs_b if _timed(r)])
+            log_ratio = float(xa.mean() - xb.mean())
+            ratio, lo, hi = math.exp(log_ratio), math.exp(log_ratio - h), math.exp(log_ratio + h)  # type: ignore[operator]
+            boot_log = log_ratio + rng.normal(0.0, h / 1.96, n_boot)  # type: ignore[operator]
         else:
-            d["mode"] = "library_normalized"
-            la, lb = ra.library_timing, rb.library_timing
-            ratio = (M.num(tb.median_ms) / M.num(lb.median_ms)) / (M.num(ta.median_ms) / M.num(la.median_ms))
-            boot = (btb / _boot_medians(np, rng, lb.samples_ms, n_boot)) / (bta / _boot_medians(np, rng, la.samples_ms, n_boot))
-        lo, hi = (float(v) for v in np.percentile(boot, [2.5, 97.5]))
+            ta, tb = ra.timing, rb.timing
+            bta = _boot_medians(np, rng, ta.samples_ms, n_boot)
+            btb = _boot_medians(np, rng, tb.samples_ms, n_boot)
+            if ra.run_id == rb.run_id:
+                d["mode"] = "raw"
+                ratio = M.num(tb.median_ms) / M.num(ta.median_ms)
+                boot = btb / bta
+            else:
+                d["mode"] = "library_normalized"
+                la, lb = ra.library_timing, rb.library_timing
+                ratio = (M.num(tb.median_ms) / M.num(lb.median_ms)) / (M.num(ta.median_ms) / M.num(la.median_ms))
+                boot = (btb / _boot_medians(np, rng, lb.samples_ms, n_boot)) / (bta / _boot_medians(np, rng, la.samples_ms, n_boot))
+            blo, bhi = (float(v) for v in np.percentile(boot, [2.5, 97.5]))
+            r0, hh = math.log(ratio), h or 0.0
+            lo = math.exp(r0 - math.sqrt((r0 - math.log(blo)) ** 2 + hh ** 2))
+            hi = math.exp(r0 + math.sqrt((math.log(bhi) - r0) ** 2 + hh ** 2))
+            boot_log = np.log(boot)
         d["ratio"], d["ci95"] = ratio, [lo, hi]
-        if ratio < 1 - min_effect and hi < 1:
+        d["run_to_run_half_width"] = h
+        d["noise"] = info
+        if d["identical_code"]:
+            d["change"] = "same"  # the same code: whatever moved is run-to-run noise
+        elif ratio < 1 - min_effect and hi < 1:
             d["change"] = "faster"
         elif ratio > 1 + min_effect and lo > 1:
             d["change"] = "slower"
-        boot_log = np.log(boot)
-    return d, boot_log
+        return d, boot_log, (h or 0.0) if repeats else 0.0
+    return d, boot_log, 0.0
 
 
 _IMPROVED = {"faster", "fixed"}
 _REGRESSED = {"slower", "broke"}
 
 
-def compare_generators(results: list[JobResult], a: str, b: str, *, n_boot: int = 2000, seed: int = 0,
-                       min_effect: float = MIN_EFFECT) -> dict:
+def compare_generators(results: list[JobResult], a: str, b: str, *, results_b: list[JobResult] | None = None,
+                       n_boot: int = 2000, seed: int = 0, min_effect: float = MIN_EFFECT,
+                       floors: list | None = None) -> dict:
     """Compare generator ``b`` against baseline ``a`` on what both attempted (see the module docstring).
 
     ``a``/``b``: ``generator@version``, or a bare generator name when it has
-    one version in ``results``. Raises ValueError naming the known generators
-    when one cannot be resolved. Deterministic for a given ``seed``.
+    one version in ``results``. ``results_b``: read ``b`` from these records
+    instead (then ``a`` and ``b`` may name the same generator@version: the
+    same code in two runs, an A/A comparison). ``floors``: the run-to-run
+    noise floors (default: the committed table, :func:`harness.report.noise.load_floors`).
+    Raises ValueError naming the known generators when one cannot be resolved.
+    Deterministic for a given ``seed``.
     """
     if n_boot < 100:
         raise ValueError(f"n_boot={n_boot}: use at least 100 bootstrap replicates for a 95% interval")
-    records, _ = M.latest_records(results)
-    ga, gb = resolve_generator(records, a), resolve_generator(records, b)
-    if ga == gb:
-        raise ValueError(f"both sides are {M.label(*ga)}; name two different generators or versions")
-    return compare_labels(records, ga, gb, n_boot=n_boot, seed=seed, min_effect=min_effect)
+    other = results if results_b is None else results_b
+    ga, gb = resolve_generator(results, a), resolve_generator(other, b)
+    if ga == gb and results_b is None:
+        raise ValueError(f"both sides are {M.label(*ga)}; name two different generators or versions (or read b from "
+                         "other results: --results-b)")
+    return compare_labels(results, ga, gb, records_b=None if results_b is None else results_b, n_boot=n_boot,
+                          seed=seed, min_effect=min_effect, floors=floors)
 
 
-def compare_labels(records: list[JobResult], ga: tuple[str, str], gb: tuple[str, str], *, n_boot: int = 2000,
-                   seed: int = 0, min_effect: float = MIN_EFFECT) -> dict:
-    """:func:`compare_generators` for two resolved (generator, version) pairs of already-latest ``records``.
+def compare_labels(records: list[JobResult], ga: tuple[str, str], gb: tuple[str, str], *,
+                   records_b: list[JobResult] | None = None, n_boot: int = 2000, seed: int = 0,
+                   min_effect: float = MIN_EFFECT, floors: list | None = None) -> dict:
+    """:func:`compare_generators` for two resolved (generator, version) pairs of ``records`` (``b`` from
+    ``records_b`` when given). Every record may be passed, superseded runs included: they are the repeats.
 
     The report's generator-comparison section calls this for each pair it
     shows, so its ratios and CIs are exactly those of ``kernelgate compare``.
     """
     import numpy as np
 
+    from harness.report.noise import load_floors
+
     if n_boot < 100:
         raise ValueError(f"n_boot={n_boot}: use at least 100 bootstrap replicates for a 95% interval")
-    side_a, side_b = _side(records, *ga), _side(records, *gb)
+    floors = load_floors() if floors is None else floors
+    runs_a, chosen_a = _side_runs(records, *ga)
+    runs_b, chosen_b = _side_runs(records if records_b is None else records_b, *gb)
+    side_a = {k: v[-1] for k, v in runs_a.items()}
+    side_b = {k: v[-1] for k, v in runs_b.items()}
     common = sorted(set(side_a) & set(side_b))
     rng = np.random.default_rng(seed)
-    pairs, boots = [], []
+    pairs, boots, floor_hw = [], [], []
     for key in common:
-        d, bl = _pair(np, rng, side_a[key], side_b[key], n_boot, min_effect)
+        d, bl, inside = _pair(np, rng, runs_a[key], runs_b[key], n_boot, min_effect, floors)
         pairs.append(d)
         if bl is not None:
             boots.append(bl)
+            floor_hw.append(0.0 if inside else (d["run_to_run_half_width"] or 0.0))
 
     warnings: list[str] = []
     envs_a = {side_a[k].env.comparable_key() for k in side_a}
@@ -235,6 +357,12 @@ def compare_labels(records: list[JobResult], ga: tuple[str, str], gb: tuple[str,
         if n_cpu:
             warnings.append(f"{M.CPU_PATH_NOTE}: {n_cpu} record(s) of {side} ({M.label(*g)}) come from the CPU path; "
                             "their workloads are compared on status only")
+    bare = sorted({f"{side_a[(x['problem'], x['workload'])].env.device_name}" for x in pairs
+                   if x["noise"] is not None and x["run_to_run_half_width"] is None})
+    if bare:
+        warnings.append(f"no run-to-run noise floor is recorded for {', '.join(bare)} and the sides hold one run each: "
+                        "those intervals cover each run's sample noise only, and a difference between runs may be "
+                        "noise; run each side twice (kernelgate run --rerun, then compare both runs' records)")
 
     summary: dict = {"n_pairs": len(pairs), "n_timed_pairs": len(boots), "geomean_ratio": None, "ci95": None,
                      "mode": None}
@@ -243,9 +371,14 @@ def compare_labels(records: list[JobResult], ga: tuple[str, str], gb: tuple[str,
         point = float(np.exp(np.mean([math.log(d["ratio"]) for d in pairs if d["ratio"] is not None])))
         pick = rng.integers(0, logs.shape[0], size=(n_boot, logs.shape[0]))
         reps = np.exp(logs[pick, np.arange(n_boot)[:, None]].mean(axis=1))
-        lo, hi = (float(v) for v in np.percentile(reps, [2.5, 97.5]))
+        blo, bhi = (float(v) for v in np.percentile(reps, [2.5, 97.5]))
+        hh = math.sqrt(sum(h * h for h in floor_hw) / len(floor_hw))  # a shift of the whole run moves every workload
+        r0 = math.log(point)
+        lo = math.exp(r0 - math.sqrt((r0 - math.log(blo)) ** 2 + hh ** 2))
+        hi = math.exp(r0 + math.sqrt((math.log(bhi) - r0) ** 2 + hh ** 2))
         modes = {d["mode"] for d in pairs if d["mode"]}
-        summary.update(geomean_ratio=point, ci95=[lo, hi], mode=modes.pop() if len(modes) == 1 else "mixed")
+        summary.update(geomean_ratio=point, ci95=[lo, hi], mode=modes.pop() if len(modes) == 1 else "mixed",
+                       run_to_run_half_width=hh)
     for side, recs in (("a", side_a), ("b", side_b)):
         rs = [recs[k] for k in common]
         att = [r for r in rs if M.is_attempted(r)]
@@ -265,10 +398,12 @@ def compare_labels(records: list[JobResult], ga: tuple[str, str], gb: tuple[str,
     mixed = sorted(p for p, ch in by_problem.items() if ch & _IMPROVED and ch & _REGRESSED)
     problems_a = {k[0] for k in side_a}
     problems_b = {k[0] for k in side_b}
+    candidates = [{"problem": pid, "a": chosen_a[pid][0], "a_of": chosen_a[pid][1], "b": chosen_b[pid][0],
+                   "b_of": chosen_b[pid][1]} for pid in sorted({k[0] for k in common})]
     return {
         "schema": SCHEMA, "a": M.label(*ga), "b": M.label(*gb), "n_boot": n_boot, "seed": seed, "min_effect": min_effect,
-        "rule": CHANGE_RULE, "summary": summary, "pairs": pairs,
-        "improved": improved, "regressed": regressed, "mixed": mixed,
+        "rule": CHANGE_RULE, "candidate_rule": CANDIDATE_RULE, "summary": summary, "pairs": pairs,
+        "candidates": candidates, "improved": improved, "regressed": regressed, "mixed": mixed,
         "only_a": sorted(problems_a - problems_b), "only_b": sorted(problems_b - problems_a),
         "warnings": warnings,
     }
@@ -285,16 +420,24 @@ def format_comparison(d: dict) -> str:
              f"both sides" + (f"; only in a: {', '.join(d['only_a'])}" if d["only_a"] else "")
              + (f"; only in b: {', '.join(d['only_b'])}" if d["only_b"] else "")]
     lines += [f"warning: {w}" for w in d["warnings"]]
+    if d.get("candidates"):
+        lines += ["", f"candidates compared: {d['candidate_rule']}:"]
+        for c in d["candidates"]:
+            lines.append(f"  {c['problem']}: a {c['a']}" + (f" (best of {c['a_of']})" if c["a_of"] > 1 else "")
+                         + f", b {c['b']}" + (f" (best of {c['b_of']})" if c["b_of"] > 1 else ""))
     rows = []
     for p in d["pairs"]:
         ci = p["ci95"]
+        h = p.get("run_to_run_half_width")
         rows.append([p["problem"], p["workload"], _arrow(p["status_a"], p["status_b"]),
                      f"{fmt(p['E_lib_a'])} -> {fmt(p['E_lib_b'])}", f"{fmt(p['S_a'], '.2f')} -> {fmt(p['S_b'], '.2f')}",
                      fmt(p["ratio"], ".3f") + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""),
-                     {"raw": "same run", "library_normalized": "lib-norm"}.get(p["mode"] or "", "-"), p["change"]])
+                     f"{100 * (math.exp(h) - 1):.1f}%" if h is not None else "-",
+                     {"raw": "same run", "library_normalized": "lib-norm", "repeats": "repeats"}.get(p["mode"] or "", "-"),
+                     p["change"] + (" (identical code)" if p.get("identical_code") and p["ratio"] is not None else "")])
     if rows:
         lines += ["", table(rows, ["problem", "workload", "status", "E_lib a -> b", "S a -> b", "t_b/t_a [95% CI]",
-                                   "timing", "change"])]
+                                   "run-to-run", "timing", "change"])]
     if any(p["change"] == "cpu_path" for p in d["pairs"]):
         lines.append(f"cpu_path: {M.CPU_PATH_NOTE} (both PASSED; not compared by speed)")
     failures = [(p, side) for p in d["pairs"] for side in ("a", "b") if p[f"error_{side}"]]
@@ -310,7 +453,8 @@ def format_comparison(d: dict) -> str:
         g, (lo, hi) = s["geomean_ratio"], s["ci95"]
         verdict = ("b faster" if hi < 1 else "b slower" if lo > 1 else "no clear difference")
         lines.append(f"geomean t_b/t_a = {g:.3f}  95% CI [{lo:.3f}, {hi:.3f}] over {s['n_timed_pairs']} timed "
-                     f"workload(s) ({s['mode']}): {verdict}")
+                     f"workload(s) ({s['mode']}; run-to-run +-{100 * (math.exp(s['run_to_run_half_width']) - 1):.1f}% "
+                     f"included): {verdict}")
     else:
         lines.append("geomean t_b/t_a: - (no workload was timed on both sides)")
     lines.append(f"correct: a {s['correct_a']}/{s['attempted_a']}, b {s['correct_b']}/{s['attempted_b']};  "
@@ -323,84 +467,3 @@ def format_comparison(d: dict) -> str:
         lines.append(f"{name}: {', '.join(d[name]) or '-'}")
     lines.append(f"rule: {d['rule']} (min_effect {d['min_effect']:g}, {d['n_boot']} bootstrap replicates, seed {d['seed']})")
     return terminal("\n".join(lines))
-
-
-VERSIONS_RULE = (
-    "each version of a generator is compared with its previous version (versions ordered by their first record); "
-    "the first version of every other generator with the baseline; pairing (each side's best candidate per "
-    "problem, workloads by name), ratios, CIs and the change rule are those of 'kernelgate compare'"
-)
-
-
-def _label_order(records: list[JobResult]) -> list[tuple[str, str]]:
-    """Every (generator, version), grouped by generator, versions in order of their first record's created_at."""
-    first: dict[tuple[str, str], str] = {}
-    for r in records:
-        key = (r.generator, r.generator_version)
-        first[key] = min(first.get(key, r.created_at), r.created_at)
-    return sorted(first, key=lambda g: (g[0], first[g], g[1]))
-
-
-def comparison_plan(records: list[JobResult], baseline: tuple[str, str]) -> list[tuple[tuple[str, str], tuple[str, str]]]:
-    """(reference, compared) pairs the report shows (:data:`VERSIONS_RULE`), in display order.
-
-    Versions always chain forward (v2 against v1, v3 against v2), also in the
-    baseline's own generator, whose first version is then compared with
-    nothing; the baseline is the reference of other generators only.
-    """
-    order = _label_order(records)
-    plan = []
-    for i, g in enumerate(order):
-        if i and order[i - 1][0] == g[0]:
-            plan.append((order[i - 1], g))
-        elif g[0] != baseline[0]:
-            plan.append((baseline, g))
-    return plan
-
-
-def version_comparison(results: list[JobResult], *, baseline: str | None = None, default_baseline: str | None = None,
-                       n_boot: int = 2000, seed: int = 0, min_effect: float = MIN_EFFECT) -> dict | None:
-    """The report's generator comparison: per problem and workload, every generator@version side by side.
-
-    ``baseline``: ``generator@version`` (or a generator with one version)
-    that other generators are compared with; by default ``default_baseline``
-    (the report passes the leaderboard's first-ranked label), else the first
-    label by name. Returns None when the records hold fewer than two
-    generator@version labels. Each compared row carries the paired ratio
-    t_row / t_reference with its 95% CI from :func:`compare_labels`, so the
-    numbers are exactly those of ``kernelgate compare REF ROW``.
-    """
-    records, _ = M.latest_records(results)
-    order = _label_order(records)
-    if len(order) < 2:
-        return None
-    base = resolve_generator(records, baseline or default_baseline or M.label(*order[0]))
-    plan = comparison_plan(records, base)
-    comparisons, by_row = [], {}
-    for ref, g in plan:
-        d = compare_labels(records, ref, g, n_boot=n_boot, seed=seed, min_effect=min_effect)
-        comparisons.append(d)
-        by_row[g] = (ref, {(p["problem"], p["workload"]): p for p in d["pairs"]})
-    sides = {g: _side(records, *g) for g in order}
-    problems: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
-    cats: dict[str, str] = {}
-    for g in order:
-        for (pid, wl), r in sides[g].items():
-            cats[pid] = r.category
-            ref, pairs = by_row.get(g, (None, {}))
-            p = pairs.get((pid, wl))
-            problems[pid][wl].append({
-                "label": M.label(*g), "candidate": r.candidate, "status": r.status.value, "verdict": M.verdict_of(r),
-                "E_lib": M.e_lib_of(r), "U_roof": M.u_roof_of(r), "S": M.score_of(r), "cpu_path": M.is_cpu_path(r),
-                "error": _error_text(r), "reference": M.label(*ref) if ref and p else None,
-                "ratio": p["ratio"] if p else None, "ci95": p["ci95"] if p else None,
-                "mode": p["mode"] if p else None, "change": p["change"] if p else None,
-                "baseline": g == base,
-            })
-    return {
-        "baseline": M.label(*base), "rule": VERSIONS_RULE, "change_rule": CHANGE_RULE, "min_effect": min_effect,
-        "n_boot": n_boot, "seed": seed, "comparisons": comparisons,
-        "problems": [{"problem": pid, "category": cats[pid],
-                      "workloads": [{"workload": wl, "rows": rows} for wl, rows in sorted(problems[pid].items())]}
-                     for pid in sorted(problems, key=lambda p: (cats[p], p))],
-    }

@@ -16,7 +16,7 @@ and renders two templates from ``harness/report/templates``:
 
 Sections: leaderboard, charts (roofline with the flagged kernels labelled and
 every point named in a hover title, fast_p), per category, per problem, the
-generator comparison (:func:`harness.report.compare.version_comparison`, when
+generator comparison (:func:`harness.report.versions.version_comparison`, when
 the records hold two or more generator@version labels), failures with their
 error text, and every record with its error, warnings and static findings
 under it. CPU-path records are shown as correctness only
@@ -171,7 +171,7 @@ def _comparison_context(vc: dict | None) -> dict | None:
                      for lbl, names in ((d["a"], d["only_a"]), (d["b"], d["only_b"])) if names],
             "warnings": d["warnings"],
         })
-    mode = {"raw": "same run", "library_normalized": "lib-normalized"}
+    mode = {"raw": "same run", "library_normalized": "lib-normalized", "repeats": "repeats"}
     problems = []
     for pr in vc["problems"]:
         groups = []
@@ -206,7 +206,7 @@ def context(lb: dict, *, title: str, chart_notes: list[str], comparison: dict | 
             roofline_map: dict | None = None) -> dict:
     """Everything the templates show, as preformatted strings (rounding happens here only).
 
-    ``comparison``: :func:`harness.report.compare.version_comparison` of the
+    ``comparison``: :func:`harness.report.versions.version_comparison` of the
     same records (None: no comparison section). ``roofline_map``: the hover
     positions of :func:`harness.report.plots.charts`.
     """
@@ -328,7 +328,7 @@ def write_report(results: list[JobResult], out_dir: str | os.PathLike, *, ceilin
     ``n_boot``/``seed``: its bootstrap, as in ``kernelgate compare``. Raises
     ValueError when ``baseline`` names no generator of the records.
     """
-    from harness.report.compare import version_comparison
+    from harness.report.versions import version_comparison
     from harness.report.leaderboard import build_leaderboard
     from harness.report.plots import charts
 

@@ -90,7 +90,8 @@ def record(generator: str, version: str, problem: str, workload: str, *, status:
             corr = CorrectnessStats(5, 2, 0.5, 12.0, 1e-2, 1e-2, failed_round=2, detail="max excess 12x")
     jid = hashlib.sha256(f"{generator}|{version}|{candidate}|{problem}|{workload}".encode()).hexdigest()[:20]
     return JobResult(
-        job_id=jid, run_id=run_id, candidate=candidate, candidate_sha256=hashlib.sha256(candidate.encode()).hexdigest(),
+        job_id=jid, run_id=run_id, candidate=candidate,
+        candidate_sha256=hashlib.sha256(f"{generator}|{version}|{candidate}".encode()).hexdigest(),  # each its own code
         generator=generator, generator_version=version, problem_id=problem, category=cat, workload=workload,
         dtype="float16", dsl=dsl, status=st, flops=flops, min_bytes=nbytes, env=env, created_at=created_at, error=err,
         correctness=corr if st is not Status.LOWERED else None, timing=kt, library_timing=lt, screening=scr,
