@@ -344,18 +344,17 @@ def run_evaluation(req: EvalRequest) -> RunOutcome:
         try:
             report = executor.run(tasks, done_task, stop=stop, on_drained=req.on_drained)
             broken = bool(report.retired)
-            stopped = [t for t in report.not_run] if stop.is_set() else []
-            if watch.held:
+            if watch.held:  # suspects: the canary decides whether the environment or the candidates failed
+                stopped = list(report.not_run) if stop.is_set() else []
                 fault = _settle(watch, executor, canary, emit)
-                if fault is None and stopped:  # the canary ran: the environment works; carry on with the rest
+                if fault is None and stopped:  # the environment works: carry on with the candidates not yet run
                     watch.cleared = True
                     stop.clear()
                     rest = executor.run(stopped, done_task, stop=stop)
                     report.not_run, broken = rest.not_run, broken or bool(rest.retired)
                     report.retired.update(rest.retired)
-                    if watch.held:
-                        _settle(watch, None, None, emit)
-                    stopped = []
+                    _settle(watch, None, None, emit)  # the canary spoke already: any new suspects are the candidates'
+
         except KeyboardInterrupt:
             _interrupted(stop, interrupted, opts.scratch_root, run_id)
             raise
@@ -391,6 +390,7 @@ def _done_job_ids(store: ResultStore) -> set[str]:
 
     if not store.path.exists():
         return set()
+
     def bad_line(path: Path, lineno: int, message: str) -> None:
         print(f"warning: {message}", file=sys.stderr)
 
