@@ -450,7 +450,9 @@ class JobResult:
     of them), ``kernels_s`` (the profiler's table and the library's kernels), ``batches_s`` (the parent's
     clock). Beside the scored sample set (diagnostics, the parent's clock): ``beside_build_s`` and
     ``beside_exit_s``, seconds of other workers building or exiting on the GPU during it, outside the gate
-    (:mod:`harness.execute.parent.activity`)."""
+    (:mod:`harness.execute.parent.activity`). ``fairness_s``: asking the checker which value profiles are fair (a
+    probe the first time, then its cache); ``heldout_s``: the workload's held-out shapes (their builds, probes and
+    rounds)."""
     base_seed: int | None = None
     """The run's base seed. Random and secret by default (candidates only ever receive the seed of
     the call they are in, just before it); stored here so ``kernelgate run --seed`` can replay the run."""

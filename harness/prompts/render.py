@@ -35,11 +35,6 @@ def _fmt(x: float | None, spec: str = ".3g") -> str:
     return "-" if x is None else format(x, spec)
 
 
-def _transform_text(scale: float, shift: float) -> str:
-    text = f"x*{scale:g}"
-    return text if shift == 0 else f"{text} {'+' if shift > 0 else '-'} {abs(shift):g}"
-
-
 def prompt_context(problem: Problem, dsl: str, *, feedback: JobResult | Sequence[JobResult] | None = None,
                    feedback_source: str | None = None) -> dict:
     """The values the templates render (exposed for tests and other front ends).
@@ -62,7 +57,8 @@ def prompt_context(problem: Problem, dsl: str, *, feedback: JobResult | Sequence
         "intensity": _fmt(w.flops / w.min_bytes if w.min_bytes else None), "atol": f"{w.atol:g}", "rtol": f"{w.rtol:g}",
         "tf32": "yes" if w.allow_tf32 else "no", "timed": w.is_gpu, "smoke": w.is_smoke,
     } for w in problem.workloads]
-    from harness.execute.shared.inputs import N_ROUNDS_MIN, ROUND_TRANSFORMS
+    from harness.execute.shared.inputs import N_ROUNDS_MIN
+    from harness.execute.shared.value_profiles import NORMAL, PROFILES
     from harness.score.gates import HACK_U_ROOF, Thresholds
 
     return {
@@ -70,7 +66,7 @@ def prompt_context(problem: Problem, dsl: str, *, feedback: JobResult | Sequence
         "dtypes": sorted({w.dtype for w in problem.workloads}),
         "any_tf32": any(w.allow_tf32 for w in problem.workloads),
         "library_aten": list(problem.library_aten), "n_rounds": N_ROUNDS_MIN,
-        "transforms": [_transform_text(s, b) for s, b in ROUND_TRANSFORMS if (s, b) != (1.0, 0.0)],
+        "transforms": [p.name.replace("_", " ") for p in PROFILES if p.index != NORMAL],
         "thresholds": Thresholds(), "hack_u_roof": HACK_U_ROOF,
         "feedback": (feedback_text(feedback, source=feedback_source, problem_id=problem.id)
                      if feedback is not None else None),

@@ -224,6 +224,7 @@ def test_a_phase_that_ends_on_a_failed_verification_drops_the_checkers_other_kep
     session = types.SimpleNamespace(
         cuda=True, o=types.SimpleNamespace(round_timeout_s=5, check_share=1.0, base_seed=1),
         _rng=__import__("random").Random(0), _send=sent.append, _recv=recv, _judge_call=lambda rep: None,
+        _timed_profile=lambda name: 0,
         _add=lambda *a: None, _phases={}, _frozen=contextlib.nullcontext)
 
     class Checker:
