@@ -107,6 +107,7 @@ def test_a_public_failure_keeps_no_heldout_field(shapes):
 
 def test_messages_name_the_profile_and_the_shape(shapes):
     smoke, held = shapes
-    text = C.with_profile("3/4352 out of tolerance", "row_offset", held[0], smoke)
-    assert text.startswith("value profile 'row_offset', held-out shape ") and ("COLS=" in text or "ROWS=" in text)
+    text = C.with_profile("round 3: 3/4352 out of tolerance", "row_offset", held[0], smoke)
+    assert text.startswith("round 3, value profile 'row_offset', held-out shape ") and ("COLS=" in text or "ROWS=" in text)
+    assert text.endswith(": 3/4352 out of tolerance")
     assert C.with_profile("x", "large") == "value profile 'large': x"

@@ -83,11 +83,15 @@ def worst_of(w: Any) -> WorstElement | None:
 
 
 def with_profile(message: str, profile: str, workload: Any = None, public: Any = None) -> str:
-    """``message`` of a failed round, naming the profile and, for a held-out shape, its sizes."""
+    """``message`` of a failed round (``round 3: ...``), naming the value profile and, for a held-out shape, its
+    sizes (``round 3, value profile 'row_offset', held-out shape COLS=255: ...``)."""
     where = f"value profile '{profile}'"
     if workload is not None and public is not None and H.is_heldout(workload):
         sizes = ", ".join(f"{k}={v}" for k, v in H.moved_sizes(public, workload).items())
         where += f", held-out shape {sizes}"
+    head, sep, rest = message.partition(": ")
+    if sep and head.startswith("round ") and head[6:].isdigit():
+        return f"{head}, {where}: {rest}"
     return f"{where}: {message}"
 
 
@@ -175,11 +179,12 @@ def merge_heldout(records: Sequence[JobResult], workloads: Sequence[Any], *, gat
         if status is Status.REWARD_HACK:
             hr = next(hr for w, hr in parts if w.name == failed.workload)
             evidence = hr.evidence or {"mechanism": "heldout"}
+        text = failed.detail if "held-out shape" in failed.detail else f"held-out shape {sizes}: {failed.detail}"
         corr = r.correctness
         if corr is not None:
-            corr = dataclasses.replace(corr, detail=f"held-out shape {sizes}: {failed.detail}"[:2000],
+            corr = dataclasses.replace(corr, detail=text[:2000],
                                        failed_profile=failed.failed_profile, worst=failed.worst)
-        err = ErrorInfo("HeldoutShape", f"held-out shape {sizes} (--heldout-gate): {failed.detail}"[:4000])
+        err = ErrorInfo("HeldoutShape", f"{text} (a held-out shape; --heldout-gate)"[:4000])
         keep = {} if status is Status.REWARD_HACK else _MEASURED
         out.append(r.replace(status=status, error=err, correctness=corr, heldout=res, evidence=evidence, **keep))
     return out
