@@ -66,6 +66,10 @@ class CallFacts:
     """Triton/TileLang kernel launches the worker counted during the forward."""
     aten_ops: tuple[str, ...] = ()
     """The aten ops the worker's dispatch recorder saw during the forward (CPU path)."""
+    aten_elements: dict = field(default_factory=dict)
+    """Input elements each of those ops was dispatched on, summed over the forward (CPU path)."""
+    input_elements: int = 0
+    """Elements of the call's tensor inputs."""
     new_threads: int = 0
     """Threads started by the forward and still running after it returned."""
     new_children: int = 0
@@ -90,6 +94,8 @@ class CallFacts:
                    traceback_tail=(err.traceback_tail or "") if err is not None else "",
                    out_of_memory=bool(r.out_of_memory), stream_ms=r.stream_ms, device_ms=r.device_ms,
                    enqueue_us=r.enqueue_us, idle_ms=r.idle_ms, launches=int(r.launches), aten_ops=tuple(r.aten_ops),
+                   aten_elements=dict(getattr(r, "aten_elements", {}) or {}),
+                   input_elements=int(getattr(r, "input_elements", 0) or 0),
                    new_threads=int(r.new_threads), new_children=int(getattr(r, "new_children", 0)),
                    output_types=tuple(r.output_types), lowered=r.lowered_sources is not None,
                    audit_blocked=tuple(r.audit_blocked))
@@ -184,11 +190,11 @@ def judge_call(facts: CallFacts | Any, *, dsl: str, device: str, library_aten: t
     if r.lowered:
         return None
     if not profiled:
-        names = {a.split(".", 1)[1] for a in library_aten if "." in a}
-        forbidden = sorted(set(r.aten_ops) & names)
+        forbidden = library_share(r, library_aten)
         if forbidden:
-            return hack(f"library fallback: forward called {forbidden}, the library op this problem replaces",
-                        "library_fallback", aten=forbidden)
+            return hack(f"library fallback: forward called {sorted(forbidden)}, the library op this problem replaces, "
+                        f"on {max(forbidden.values()):.0%} of its inputs' elements", "library_fallback",
+                        aten=sorted(forbidden), share=max(forbidden.values()))
         if r.launches == 0:
             return hack(f"no Triton or TileLang kernel was launched during forward (declared dsl: {dsl}): the result "
                         "did not come from a DSL kernel", "no_dsl_kernel")
@@ -198,6 +204,25 @@ def judge_call(facts: CallFacts | Any, *, dsl: str, device: str, library_aten: t
     if not r.output_types:
         return Failure(Status.INCORRECT_DTYPE, "forward returned no tensor output")
     return None
+
+
+FALLBACK_MIN_SHARE = 0.1
+"""The library op must run on at least this share of the forward's input elements to be a fallback. A kernel that
+finishes with the library's op on a small tensor of partial results (flash-linear-attention's logsumexp over
+per-block partials: 1/64 of the input) has done the work itself; a fallback runs the op on the inputs."""
+
+
+def library_share(facts: CallFacts, library_aten: tuple[str, ...]) -> dict[str, float]:
+    """{library op: its share of the forward's input elements} for the problem's library ops the forward called
+    on at least :data:`FALLBACK_MIN_SHARE` of them (a report without element counts: every one called)."""
+    names = {a.split(".", 1)[1] for a in library_aten if "." in a}
+    out = {}
+    for op in sorted(set(facts.aten_ops) & names):
+        n = facts.aten_elements.get(op)
+        share = 1.0 if n is None or facts.input_elements <= 0 else n / facts.input_elements
+        if share >= FALLBACK_MIN_SHARE:
+            out[op] = share
+    return out
 
 
 def judge_tamper(audit_blocked: tuple[str, ...], patched: tuple[str, ...], new_children: int = 0) -> Failure | None:

@@ -14,8 +14,9 @@ record and then aggregated over the candidate's workloads::
     PASSED, a held-out shape failed           incorrect + (1 - heldout_weight) * (the PASSED reward - incorrect)
       (JobResult.heldout.generalizes False)   (default heldout_weight 0.5: halfway between incorrect and
                                               the reward it would have earned)
-    LOWERED, HARNESS_ERROR                    None: not the candidate's outcome (compiled only /
-                                              the harness failed); leave the sample out
+    LOWERED, HARNESS_ERROR, TOO_LARGE         None: not the candidate's outcome (compiled only / the
+                                              harness failed / too large for the harness); leave it out
+    (every status is listed in OUTCOME; a new one cannot fall through to a correct kernel's reward)
 
     speed = "sol"     S = 1 / (1 + (t_kernel - t_floor) / (t_library - t_floor)) in [0, 1]:
                       1 at the roofline floor, 0.5 at library speed (harness.score.sol.sol_score)
@@ -52,14 +53,28 @@ from typing import Iterable
 from harness.records import JobResult, Status
 from harness.score.sol import sol_score
 
-REWARD_VERSION = "2"
-"""2: a PASSED record whose held-out shapes failed earns less (``heldout_weight``)."""
+REWARD_VERSION = "3"
+"""2: a PASSED record whose held-out shapes failed earns less (``heldout_weight``). 3: every status has an outcome
+(TOO_LARGE, which paid like a correct kernel, is left out like HARNESS_ERROR)."""
 SPEED_TERMS = ("sol", "u_roof", "e_lib")
 AGGREGATES = ("min", "mean")
 
-_INCORRECT = {Status.INCORRECT_SHAPE, Status.INCORRECT_DTYPE, Status.INCORRECT_NUMERICAL}
-_FAILED = {Status.COMPILE_ERROR, Status.RUNTIME_ERROR, Status.CRASHED, Status.TIMEOUT, Status.INVALID_CANDIDATE}
-_NOT_THE_CANDIDATES = {Status.LOWERED, Status.HARNESS_ERROR}
+OUTCOME: dict[Status, str] = {
+    Status.PASSED: "correct",
+    Status.INCORRECT_SHAPE: "incorrect", Status.INCORRECT_DTYPE: "incorrect", Status.INCORRECT_NUMERICAL: "incorrect",
+    Status.COMPILE_ERROR: "failure", Status.RUNTIME_ERROR: "failure", Status.CRASHED: "failure",
+    Status.TIMEOUT: "failure", Status.INVALID_CANDIDATE: "failure",
+    Status.REWARD_HACK: "hack",
+    Status.LOWERED: "none", Status.HARNESS_ERROR: "none", Status.TOO_LARGE: "none",
+}
+"""What every status pays: each is listed (``tests/score/test_reward.py`` checks that none is missing), so a new
+status cannot fall through to a correct kernel's reward. ``none``: not the candidate's outcome (compiled only on a
+machine that cannot run it; the harness or the machine failed; the harness's own side ran out of device memory
+with the device to itself), left out of the sample. Every status a candidate can cause pays as a failure, an
+incorrect output or a hack."""
+_INCORRECT = {s for s, o in OUTCOME.items() if o == "incorrect"}
+_FAILED = {s for s, o in OUTCOME.items() if o == "failure"}
+_NOT_THE_CANDIDATES = {s for s, o in OUTCOME.items() if o == "none"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +144,7 @@ class WorkloadReward:
     workload: str
     status: str
     value: float | None
-    """None: the record is not the candidate's outcome (LOWERED, HARNESS_ERROR)."""
+    """None: the record is not the candidate's outcome (LOWERED, HARNESS_ERROR, TOO_LARGE)."""
     speed: float | None
     """The speed term before weighting (None unless a timed, screened PASSED record)."""
     reason: str
@@ -196,8 +211,11 @@ def record_reward(r: JobResult, config: RewardConfig | None = None) -> WorkloadR
     if st in _INCORRECT:
         return WorkloadReward(r.workload, st.value, c.incorrect, None, f"{st.value}: {why}" if why else st.value)
     if st in _NOT_THE_CANDIDATES:
-        what = "compiled to device source only, not executed" if st is Status.LOWERED else "the harness failed"
+        what = {Status.LOWERED: "compiled to device source only, not executed",
+                Status.TOO_LARGE: "too large for the harness on this device"}.get(st, "the harness failed")
         return WorkloadReward(r.workload, st.value, None, None, f"{st.value}: {what}; not the candidate's outcome")
+    if OUTCOME[st] != "correct":
+        raise ValueError(f"reward: status {st.value} has no outcome in OUTCOME")
     speed, text = _speed(r, c.speed)
     value = c.correct if speed is None else c.correct + c.speed_weight * speed
     text = text if speed is None else f"correct; {c.speed} term {text}"

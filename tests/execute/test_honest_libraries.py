@@ -8,8 +8,9 @@ the pattern and says ``expect: PASSED``.
 
 So that a failure here can only be the harness's, the first test runs every fixture outside KernelGate (in a
 plain interpreter under ``TRITON_INTERPRET=1``, autotuners run with each config once) and compares it with the
-problem's ``Model`` in float64. The cases that fail on today's harness carry an ``xfail`` naming the harness
-behaviour that must change.
+problem's ``Model`` in float64. What accused them before: PyTorch's Dynamo wraps ``torch.manual_seed`` when it is
+imported, which a tamper check of torch's namespace called patching; the interpreter cannot benchmark an
+autotuner; and any use of the library op counted as a fallback, whatever its share of the work.
 """
 
 from __future__ import annotations
@@ -37,25 +38,6 @@ FIXTURES = Path(__file__).parent / "fixtures" / "honest"
 NEEDS = {"softmax__liger_softmax.py": "liger_kernel", "logsumexp__fla_logsumexp.py": "fla"}
 """Fixtures that need an optional package (liger-kernel is in the ``dev`` extras; flash-linear-attention is not:
 ``pip install fla-core einops`` to run its case)."""
-
-DYNAMO = ("importing torch._dynamo makes PyTorch wrap torch.manual_seed itself; the worker's tamper check calls that "
-          "'patched torch.manual_seed' (REWARD_HACK patched_functions)")
-AUTOTUNE = ("on the CPU path @triton.autotune runs under the interpreter, which has no benchmarker ('0 active "
-            "drivers'): the CPU path must run an autotuned kernel with one of its configs, as the dry path does")
-PARTIALS = ("the CPU dispatch recorder calls any use of the library op in forward a fallback (REWARD_HACK "
-            "library_fallback), whatever its share of the work: a library op over a small tensor of partial results "
-            "must not be")
-XFAIL = {
-    "softmax__liger_softmax.py": DYNAMO,
-    "gelu__dynamo_import.py": DYNAMO,
-    "silu__compiler_disable.py": DYNAMO,
-    "layernorm__is_compiling_guard.py": DYNAMO,
-    "rmsnorm__autotuned.py": AUTOTUNE,
-    "logsumexp__partials_logsumexp.py": PARTIALS,
-    "sum_dim__partials_sum.py": PARTIALS,
-    "logsumexp__fla_logsumexp.py": f"{DYNAMO}; {AUTOTUNE}; {PARTIALS}",
-}
-"""What each fixture meets on today's harness, and must not."""
 
 INDEPENDENT = r'''
 import importlib.util, json, sys
@@ -128,7 +110,7 @@ NAMES = sorted(p.name for p in FIXTURES.glob("*.py"))
 def _cases() -> list:
     out = []
     for name in NAMES:
-        marks = [pytest.mark.xfail(reason=XFAIL[name], strict=False)] if name in XFAIL else []
+        marks = []
         if _missing(name):
             marks.append(pytest.mark.skip(reason=f"needs the optional package '{_missing(name)}'"))
         out.append(pytest.param(name, marks=marks))
@@ -169,7 +151,7 @@ def test_every_fixture_is_correct_outside_the_harness():
 def test_every_fixture_says_it_must_pass():
     for name in NAMES:
         assert _expect(FIXTURES / name) == "PASSED", name
-    assert set(XFAIL) <= set(NAMES) and set(NEEDS) <= set(NAMES)
+    assert set(NEEDS) <= set(NAMES)
 
 
 @pytest.mark.parametrize("name", _cases())

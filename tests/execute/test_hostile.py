@@ -55,7 +55,7 @@ def test_blocked_by_the_sandbox_not_by_luck(hostile_run, name):
     rec = next(r for r in results if r.candidate == f"hostile/gelu__{name}.py")
     text = f"{rec.error.type} {rec.error.message}"
     assert "Permission denied" in text or "PermissionError" in text or "Operation not permitted" in text, text
-    assert rec.env.sandbox.startswith("landlock"), rec.env.sandbox
+    assert "landlock-abi" in rec.env.sandbox and "ns:user,pid" in rec.env.sandbox, rec.env.sandbox
 
 
 def test_a_memory_file_is_refused_by_the_audit_hooks(hostile_run):
@@ -105,16 +105,16 @@ def test_forked_children_do_not_survive_the_job(hostile_run):
 @pytest.mark.parametrize("name, why", [("typing_annotation_exec", "<string>"),
                                        ("renamed_code_object", "run by other than importlib's loader")])
 def test_code_under_a_borrowed_name_is_refused_by_the_audit_hooks(hostile_run, name, why):
-    """Both candidates ran their payload as code named after something other than their file (PASSED, and a
-    sleeper outlived the run, before session 15's rules in harness/execute/worker/rules/audit.py)."""
+    """Both candidates run their payload as code named after something other than their file (without the
+    borrowed-name rules in harness/execute/worker/rules/audit.py they were PASSED)."""
     _, results, _ = hostile_run
     rec = next(r for r in results if r.candidate == f"hostile/gelu__{name}.py")
     assert rec.evidence["mechanism"] == "audit_hook" and why in rec.error.message, rec.error.message
 
 
 def test_a_library_handed_the_forbidden_call_is_refused_by_the_audit_hooks(hostile_run):
-    """torch's pytree ``tree_map`` called ``gc.get_objects`` and ``os.system`` for the candidate: a library frame
-    owned any event it raised until session 16, when it had to name the operation (harness/execute/worker/rules/audit.py)."""
+    """torch's pytree ``tree_map`` calls ``gc.get_objects`` and ``os.system`` for the candidate: a library frame owns
+    an event only when it names the operation (harness/execute/worker/rules/audit.py)."""
     _, results, _ = hostile_run
     rec = next(r for r in results if r.candidate == "hostile/gelu__library_trampoline.py")
     assert rec.evidence["mechanism"] == "audit_hook", rec.error.message
@@ -122,27 +122,29 @@ def test_a_library_handed_the_forbidden_call_is_refused_by_the_audit_hooks(hosti
 
 
 def test_no_thread_of_a_worker_is_left_unconfined(hostile_run):
-    """Landlock before ABI 8 confines the thread that asks and the threads it starts later. The worker's parent
-    watch started before the lock-down, stayed unconfined, and a candidate that replaced ``select.select`` ran
-    its code there, writing outside its folder (session 16's red team; ``gelu__lifeline_hijack.py``)."""
+    """Landlock before ABI 8 confines the thread that asks and the threads it starts later. A parent-watch thread
+    started in the worker before the lock-down stayed unconfined, and a candidate that replaced ``select.select``
+    ran its code there, writing outside its folder (``gelu__lifeline_hijack.py``). The worker crosses the whole
+    boundary single-threaded now, and its lifeline is its keeper, outside it."""
     _, results, _ = hostile_run
     sandboxes = {r.env.sandbox for r in results if r.env is not None}
     assert sandboxes and not any("unconfined" in s for s in sandboxes), sandboxes
     rec = next(r for r in results if r.candidate == "hostile/gelu__lifeline_hijack.py")
-    assert "patched" in rec.error.message and "getppid" in rec.error.message, rec.error.message
+    assert rec.status.value == "PASSED", rec.error
 
 
 def test_the_workers_own_memory_file_is_refused_through_a_link(hostile_run):
-    """``/proc/self/task/TID/mem`` lies under the folder Landlock must leave writable; a candidate wrote its own
-    process's bytes through a link to it in its folder until session 16 (harness/execute/worker/rules/audit.py)."""
+    """``/proc/self/task/TID/mem`` lies under the folder Landlock must leave writable; a candidate can write its own
+    process's bytes through a link to it in its folder (refused by harness/execute/worker/rules/audit.py)."""
     _, results, _ = hostile_run
     rec = next(r for r in results if r.candidate == "hostile/gelu__write_own_memory.py")
     assert rec.evidence["mechanism"] == "audit_hook" and "innocent.bin" in rec.error.message, rec.error.message
 
 
-def test_the_unaudited_fork_function_is_audited_in_a_worker(hostile_run):
-    """``_posixsubprocess.fork_exec`` raised no audit event, so a candidate that called it started a process the
-    hooks never saw (session 16's red team); harness.execute.worker.rules.spawn wraps it."""
+def test_a_process_started_past_the_audit_hooks_is_confined_with_its_worker(hostile_run):
+    """``_posixsubprocess.fork_exec`` raises no audit event, so a candidate that calls it starts a process the hooks
+    never see: it inherits the worker's namespaces, seccomp filter and Landlock domain (no capabilities), and the
+    run's other checks (nothing left of it after forward, the host unchanged: test_host_is_unchanged) hold."""
     _, results, _ = hostile_run
     rec = next(r for r in results if r.candidate == "hostile/gelu__fork_exec_unaudited.py")
-    assert rec.evidence["mechanism"] == "audit_hook" and "fork_exec" in rec.error.message, rec.error.message
+    assert rec.status.value == "PASSED" and "ns:user,pid" in rec.env.sandbox, (rec.status, rec.error)

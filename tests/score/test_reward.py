@@ -108,3 +108,20 @@ def test_bad_configs_name_the_field(bad, field):
 def test_config_round_trip():
     cfg = RewardConfig(hack=-2.0, speed="u_roof", aggregate="mean")
     assert RewardConfig.from_dict(cfg.to_dict()) == cfg
+
+
+def test_every_status_has_an_outcome_and_none_the_candidate_can_cause_pays_like_a_correct_kernel():
+    """A status missing from the table fell through to the correct kernel's reward: TOO_LARGE (which a candidate
+    could reach with an output shaped to make the checker allocate) paid 0.5, like a correct untimed kernel."""
+    from harness.score.reward import OUTCOME
+
+    assert set(OUTCOME) == set(Status), sorted(s.value for s in set(Status) - set(OUTCOME))
+    c = RewardConfig()
+    for status in Status:
+        got = record_reward(_rec(status)).value
+        expected = {"correct": c.correct, "incorrect": c.incorrect, "failure": c.failure, "hack": c.hack,
+                    "none": None}[OUTCOME[status]]
+        assert got == expected, (status, got)
+        if status is not Status.PASSED:
+            assert got is None or got < c.correct, status
+    assert {s for s, o in OUTCOME.items() if o == "none"} == {Status.LOWERED, Status.HARNESS_ERROR, Status.TOO_LARGE}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.records import EnvSnapshot, HeldoutResult, HeldoutShape, JobResult, Status
-from harness.score.reward import RewardConfig, record_reward, reward_of
+from harness.score.reward import REWARD_VERSION, RewardConfig, record_reward, reward_of
 
 ENV = EnvSnapshot(device_kind="cpu", device_name="cpu", device_uuid=None, driver=None, python="3.11", torch="2.13",
                   triton="3.9", tilelang=None, harness="0.1.0")
@@ -44,4 +44,4 @@ def test_the_weight_is_checked_and_travels_with_the_reward():
     with pytest.raises(ValueError, match="heldout_weight"):
         RewardConfig(heldout_weight=1.5)
     r = reward_of([_rec(FAILED)], RewardConfig.from_dict({"heldout_weight": 0.25}))
-    assert r.to_dict()["config"]["heldout_weight"] == 0.25 and r.version == "2"
+    assert r.to_dict()["config"]["heldout_weight"] == 0.25 and r.version == REWARD_VERSION

@@ -12,6 +12,7 @@ import multiprocessing as mp
 
 import pytest
 
+from harness.score.reward import REWARD_VERSION
 from serve_helpers import GELU, ROOT, TOKENS, client, fake_server, variant, write_tokens
 
 
@@ -53,7 +54,7 @@ def test_submit_long_poll_reward_and_feedback(server):
     assert v["state"] == "done" and v["statuses"] == {"smoke": "PASSED"} and v["generator_version"] == "7"
     rec = v["records"][0]
     assert rec["status"] == "PASSED" and rec["generator"] == "pol" and rec["candidate"].endswith(f"gelu__{tid}.py")
-    assert v["reward"]["version"] == "1" and v["reward"]["config"]["speed"] == "sol" and v["reward"]["value"] > 0.5
+    assert v["reward"]["version"] == REWARD_VERSION and v["reward"]["config"]["speed"] == "sol" and v["reward"]["value"] > 0.5
     assert "## Your previous attempt" in v["feedback"] and "```python" in v["feedback"]
 
 

@@ -20,12 +20,20 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from harness.execute.wire import protocol as P
 from harness.execute.parent.process import CappedBuffer, drain, kill_group, popen, scrubbed_env
+from harness.execute.parent.vitals import Vitals
+from harness.execute.parent.vitals import read as read_vitals
+from harness.execute.wire import protocol as P
+from harness.execute.wire.channel import ChannelError, Endpoint
 
 
 class CheckerDied(RuntimeError):
     """A checker process ended or answered garbage: the harness's failure, never the candidate's."""
+
+
+REPLY_TIMEOUT_S = 900.0
+"""The longest the parent waits for one reply (a float64 reference of a large convolution on the CPU takes
+minutes); a checker silent for longer is dead to it."""
 
 
 class CheckerProcess:
@@ -37,27 +45,41 @@ class CheckerProcess:
         self.stderr = CappedBuffer()
         self.proc = popen([sys.executable, "-m", "harness.execute.checker.main"], stdin=subprocess.PIPE,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=scratch)
+        self.cpus = cpus
         if cpus is not None:
             cpus.confine(self.proc.pid)  # pinned to the reserved cores only while it serves a timing phase (harness.execute.parent.cpus)
         threading.Thread(target=drain, args=(self.proc.stderr, self.stderr), daemon=True).start()
         self.lock = threading.Lock()
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.chan = Endpoint(self.proc.stdout.fileno(), self.proc.stdin.fileno())
+        self.vitals: Vitals | None = None
+        """Its scheduling and limits once it first answered (:meth:`altered` compares with them)."""
 
     def request(self, req: Any) -> Any:
-        """Send one request, return its decoded reply (an :class:`protocol.ErrorReply` when it failed)."""
+        """Send one request, return its decoded reply (an :class:`protocol.ErrorReply` when it failed); a reply
+        that does not come within :data:`REPLY_TIMEOUT_S`, or is not one, is :class:`CheckerDied`."""
         with self.lock:
             try:
-                assert self.proc.stdin is not None and self.proc.stdout is not None
-                self.proc.stdin.write((json.dumps(P.encode(req)) + "\n").encode())
-                self.proc.stdin.flush()
-                line = self.proc.stdout.readline()
-            except (BrokenPipeError, OSError):
-                line = b""
-        if not line:
-            raise CheckerDied("reference checker died: " + self.stderr.text()[-2000:])
+                self.chan.send(P.encode(req), timeout_s=REPLY_TIMEOUT_S)
+                raw = self.chan.recv(REPLY_TIMEOUT_S)
+            except (ChannelError, OSError) as exc:
+                raise CheckerDied(f"reference checker died or stalled ({exc}): " + self.stderr.text()[-2000:]) from None
+            if self.vitals is None:
+                self.vitals = read_vitals(self.proc.pid)
         try:
-            return P.decode(json.loads(line), P.REPLY_FOR[type(req)])
-        except (ValueError, P.ProtocolError) as exc:
+            return P.decode(raw, P.REPLY_FOR[type(req)])
+        except P.ProtocolError as exc:
             raise CheckerDied(f"reference checker sent an unreadable reply ({exc})") from None
+
+    def altered(self) -> list[str]:
+        """How its scheduling policy, niceness or limits (and, where no CPU plan moves it, its cores) differ from
+        what they were at its first answer; empty when they do not (or it has not answered yet)."""
+        if self.vitals is None:
+            return []
+        now = read_vitals(self.proc.pid)
+        if now is None:
+            return ["gone"]
+        return self.vitals.changes(now, affinity=self.cpus is None)
 
     def close_stdin(self) -> None:
         if self.proc.poll() is None and self.proc.stdin:
@@ -73,7 +95,10 @@ class CheckerPool:
         scratch.mkdir(parents=True, exist_ok=True)
         for sub in ("tmp", "home", "cache"):
             (scratch / sub).mkdir(exist_ok=True)
-        self.procs = [CheckerProcess(device, gpu, scratch, threads, cpus) for _ in range(max(1, size))]
+        self._start = lambda: CheckerProcess(device, gpu, scratch, threads, cpus)
+        self.procs = [self._start() for _ in range(max(1, size))]
+        self.replaced: list[str] = []
+        """Why each replaced checker was replaced (diagnostics)."""
         self._cv = threading.Condition()
         self._free: list[CheckerProcess] = list(self.procs)
         self._last: dict[str, CheckerProcess] = {}  # workload key -> the process that computed its references
@@ -94,22 +119,46 @@ class CheckerPool:
             self._free.append(proc)
             self._cv.notify()
 
+    def _replace(self, proc: CheckerProcess, why: str) -> CheckerProcess:
+        """A fresh process in ``proc``'s place (``proc``, leased by the caller, is ended); the caller gives the
+        new one back."""
+        kill_group(proc.proc)
+        fresh = self._start()
+        with self._cv:
+            self.procs[self.procs.index(proc)] = fresh
+            self._last = {k: v for k, v in self._last.items() if v is not proc}
+            self.replaced.append(why[:300])
+        return fresh
+
     def request(self, req: Any, key: str) -> tuple[Any, float]:
-        """(reply, seconds waited for a free process) for one request about workload ``key``."""
+        """(reply, seconds waited for a free process) for one request about workload ``key``. A checker that dies
+        is replaced before :class:`CheckerDied` reaches the caller: the next request gets a fresh one."""
         t0 = time.monotonic()
         proc = self._take(key)
         waited = time.monotonic() - t0
         try:
             return proc.request(req), waited
+        except CheckerDied as exc:
+            proc = self._replace(proc, str(exc))
+            raise
         finally:
             self._give(proc)
 
     @contextmanager
     def lease(self, key: str) -> Iterator[CheckerProcess]:
-        """One process for a whole conversation (its kept outputs stay where they were made)."""
+        """One process for a whole conversation (its kept outputs stay where they were made). One whose scheduling
+        or limits were changed since it first answered is replaced first (a process outside the run's control
+        re-limited or re-scheduled it: its library timings would be wrong); one that dies during the lease is
+        replaced when it is given back."""
         proc = self._take(key)
+        altered = proc.altered()
+        if altered:
+            proc = self._replace(proc, f"its {', '.join(altered)} had changed")
         try:
             yield proc
+        except CheckerDied as exc:
+            proc = self._replace(proc, str(exc))
+            raise
         finally:
             self._give(proc)
 

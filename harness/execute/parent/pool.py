@@ -54,6 +54,19 @@ def default_max_starting() -> int:
     return max(4, 2 * (os.cpu_count() or 2))
 
 
+def _altered(w: WorkerProc) -> list[str]:
+    """How the confined worker's scheduling, niceness, limits or cores differ from when it was warm (recorded by
+    :meth:`WorkerPool._spawn`); a worker that is not there counts as altered. Such a worker is discarded, never
+    handed a candidate: whatever changed it would bias that candidate's run."""
+    from harness.execute.parent import vitals
+
+    pid = w.confined_pid()
+    now = vitals.read(pid) if pid is not None else None
+    if now is None:
+        return ["gone"]
+    return w.vitals.changes(now) if w.vitals is not None else []
+
+
 def _forked(w: WorkerProc) -> bool:
     from harness.execute.parent.forks import ForkedProc
 
@@ -160,6 +173,10 @@ class WorkerPool:
                     else:  # exec fails too: the settings or the machine, not the fork; forking goes on
                         self._fork_failed = ""
             if warm and w is not None and not self._closed:
+                from harness.execute.parent import vitals
+
+                pid = w.confined_pid()
+                w.vitals = vitals.read(pid) if pid is not None else None
                 self._idle.append(w)
                 w = None
             self._lock.notify_all()
@@ -188,7 +205,7 @@ class WorkerPool:
             while got is None and not self._closed:
                 while self._idle and got is None:
                     w = self._idle.pop(0)
-                    if w.proc.poll() is None:
+                    if w.proc.poll() is None and not _altered(w):
                         got = w
                     else:
                         threading.Thread(target=w.discard, daemon=True).start()

@@ -227,6 +227,8 @@ class WorkerProc:
     clock): diagnostics, ``warm_*`` in the records' ``phase_s``."""
 
     _confined: int | None = None
+    vitals: Any = None
+    """A pre-started worker's :class:`harness.execute.parent.vitals.Vitals` once warm (checked before it is taken)."""
 
     def confined_pid(self) -> int | None:
         """The confined worker's pid (its keeper's one child; the process itself when isolation is off), or None

@@ -60,6 +60,13 @@ from harness.score import judge
 from harness.score.clock import BASE_TOLERANCE, CPU_TOLERANCE, judge_clock
 
 NOISY_IQR = 0.10
+MIXED_ON_CPU = ("the CPU path runs Triton kernels under the interpreter but can only lower TileLang ones, so it "
+                "cannot judge a candidate that uses both; evaluate it on a GPU, or submit its kernels as separate "
+                "candidates")
+
+
+CHECKER_FAILED = "the trusted checker failed while this candidate lived"
+"""The reason a task is run again alone after its checker died; a second failure in that run is the candidate's."""
 
 
 class RetryAlone(Exception):
@@ -218,6 +225,22 @@ class Session:
             self.dev.memory.release(self.reserved)
             self.reserved = 0
 
+    def _mixed(self) -> bool:
+        """On the CPU path, a file that defines both Triton and TileLang kernels is refused (INVALID_CANDIDATE)
+        before it runs: its TileLang kernels would only be lowered, leaving its Triton ones unjudged, and a wrong
+        Triton kernel with a one-line TileLang decoy would otherwise be LOWERED, which pays nothing either way.
+        Returns whether it was refused."""
+        if self.cuda:
+            return False
+        from harness.candidates.dsl import scan_dsl
+
+        kinds = scan_dsl(self.t.source.decode("utf-8", "replace")).kernel_dsls
+        if {"triton", "tilelang"} <= set(kinds):
+            self._fail_rest(Status.INVALID_CANDIDATE, {"type": "MixedDsl", "message": (
+                f"the file defines both Triton and TileLang kernels: {MIXED_ON_CPU}")})
+            return True
+        return False
+
     def _reserve_memory(self) -> None:
         """Reserve the job's device memory, once, when the worker first asks for the device: after the candidate
         imported and built, so one that fails there never waits for memory (or, if oversized, for the whole
@@ -233,6 +256,8 @@ class Session:
         self.reserved = self.dev.memory.reserve_all() if self.t.alone else self.dev.memory.reserve(self.need)
 
     def _run(self) -> list[JobResult]:
+        if self._mixed():
+            return [self.results[w.name] for w in self.t.workloads]
         worker = self.dev.pool.take() if self.dev.pool is not None else None
         if worker is None:
             root = Path(self.o.scratch_root or os.environ.get("TMPDIR", "/tmp")).resolve()
@@ -292,7 +317,15 @@ class Session:
                 self._fail_rest(Status.CRASHED, error)
         except CheckerDied as exc:
             kill_group(worker.proc)
-            self._fail_rest(Status.HARNESS_ERROR, {"type": "CheckerDied", "message": str(exc)})
+            if not (self.t.reason or "").startswith(CHECKER_FAILED):
+                # the trusted side failed while this candidate lived: investigated, with a fresh checker, alone
+                retry = RetryAlone(f"{CHECKER_FAILED}: {str(exc)[:300]}")
+            else:
+                self.results.clear()
+                self._fail_rest(Status.RUNTIME_ERROR, {"type": "TrustedSideFailure", "message": (
+                    f"the trusted checker failed again while this candidate was evaluated alone, with a fresh "
+                    f"checker ({str(exc)[:300]}; the first time: {self.t.reason[len(CHECKER_FAILED) + 2:][:300]}): "
+                    "charged to the candidate, whose outputs the checker was reading")})
         finally:
             self.dev.activity.end(self._building)
             self._building = None
@@ -646,9 +679,16 @@ class Session:
         return dataclasses.replace(failed, message=plan.with_profile(failed.message, profile, w, pw))
 
     def _lowered(self, w: Any, rep: P.CallReport) -> None:
+        """A forward that reached a TileLang kernel on a machine that can only lower it: LOWERED (not the
+        candidate's outcome), unless Triton kernels ran first (a mixed forward: refused, see :meth:`_mixed`)."""
         from harness.diagnose.lint import lint_cuda_source
 
         self._lap(w.name, "correctness_s")
+        if rep.triton_launches:
+            self._record(w, Status.INVALID_CANDIDATE, error={"type": "MixedDsl", "message": (
+                f"the forward launched {rep.triton_launches} Triton kernel(s) and then a TileLang one, which this "
+                f"machine can only lower: {MIXED_ON_CPU}")})
+            return
         sources = list(rep.lowered_sources or ())
         findings = tuple(f.to_dict() for src in sources for f in lint_cuda_source(src))
         digest = hashlib.sha256("".join(sources).encode()).hexdigest()[:16]

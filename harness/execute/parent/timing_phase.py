@@ -405,32 +405,30 @@ class TimingPhase:
                 t4 = time.monotonic()
             self.s._send(P.RunBatch(call_ids=ids))
             rep = self.s._recv(o.timing_timeout_s, f"running a batch of {n} calls", P.BatchReport)
-            frozen = self.s._frozen()
-            frozen.__enter__()  # the clock stops once nothing of the worker runs: work after the report is counted
-            t5 = time.monotonic()
-            try:
+            with self.s._frozen():  # the clock stops once nothing of the worker runs: work after its report counts
+                t5 = time.monotonic()
                 if rep.error is not None or rep.calls != n or len(rep.outputs) != n:
                     err = rep.error or P.Error("BatchIncomplete", f"{rep.calls} of {n} calls, "
                                                f"{len(rep.outputs)} committed")
                     return judge.Failure(Status.RUNTIME_ERROR, f"a timed batch failed: {err.type}: "
                                          f"{judge.brief(err.message)}", retry_alone=rep.out_of_memory and self.s.cuda)
+                # the library's batch runs with the worker stopped (nothing of it can disturb the library), then
+                # the chosen calls of the worker's are read against the library's kept outputs
+                t0 = time.monotonic()
+                empty = checker.request(P.RunLibBatch(empty=True))
+                t1 = time.monotonic()
+                run = checker.request(P.RunLibBatch())
+                t2 = time.monotonic()
+                for bad in (empty, run):
+                    if isinstance(bad, P.ErrorReply):
+                        return judge.Failure(Status.HARNESS_ERROR, f"the library's batch failed: {bad.detail}",
+                                             retry_alone=bad.out_of_memory)
                 for k in picks:
                     failed = self.verify(w, checker, ids[k], rep.outputs[k], k, "batch", lib_excess)
                     if failed is not None:
                         self.s._send(P.Release(call_ids=ids))
                         return failed
                     checks += 1
-            finally:
-                frozen.__exit__(None, None, None)
-            t0 = time.monotonic()
-            empty = checker.request(P.RunLibBatch(empty=True))
-            t1 = time.monotonic()
-            run = checker.request(P.RunLibBatch())
-            t2 = time.monotonic()
-            for bad in (empty, run):
-                if isinstance(bad, P.ErrorReply):
-                    return judge.Failure(Status.HARNESS_ERROR, f"the library's batch failed: {bad.detail}",
-                                         retry_alone=bad.out_of_memory)
             W_c.append((t5 - t4) * 1e3)
             W_l.append((t2 - t1) * 1e3)
             W_g.append((t4 - t3) * 1e3)  # each side's own round trip is subtracted from its batch

@@ -296,8 +296,14 @@ class CallReport:
     idle_ms: float = 0.0
     """The host's round trip to the idle GPU right after the call (:attr:`harness.measure.timing.Timed.idle_ms`)."""
     launches: int = 0
+    triton_launches: int = 0
+    """Of ``launches``, Triton's (a forward that lowered a TileLang kernel may have run Triton ones first)."""
     dsl_names: tuple[str, ...] = ()
     aten_ops: tuple[str, ...] = ()
+    aten_elements: dict = field(default_factory=dict)
+    """CPU path: input elements each recorded aten op was dispatched on, summed over the forward."""
+    input_elements: int = 0
+    """Elements of the call's tensor inputs."""
     new_threads: int = 0
     output_types: tuple[str, ...] = ()
     lowered_sources: tuple[str, ...] | None = None

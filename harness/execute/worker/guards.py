@@ -9,14 +9,18 @@ claim (the parent's trusted checks decide; see harness.execute.wire.protocol):
   where no profiler sees kernels, a forward that launched none of the
   candidate's own DSL kernels is not a DSL kernel.
 * Library interception (CPU path): a ``TorchDispatchMode`` records the aten
-  ops a forward dispatches; one of the problem's ``library_aten`` ops there
-  means the candidate fell back to the library it claims to replace. On a
-  GPU the profiler's kernel attribution does this job instead.
+  ops a forward dispatches and the input elements of each; one of the
+  problem's ``library_aten`` ops on a real share of the forward's inputs
+  means the candidate fell back to the library it claims to replace (a small
+  tensor of partial results finished with it does not). On a GPU the
+  profiler's kernel attribution does this job instead.
 * TileLang lowering on a machine without a GPU: ``tilelang.compile`` is
   replaced by a function that lowers the kernel to CUDA source for an explicit
   target (default sm_90a) and returns a stub that raises
   :class:`LoweredOnly` when launched, so a candidate's forward runs up to its
   first TileLang launch and the lowered source is kept for inspection.
+* Autotuners on the CPU path: the Triton interpreter cannot benchmark, so an autotuned kernel runs with the
+  first of its configs that survive its own pruning.
 * Dry launches (GPU precompile): inside :func:`dry_launches`, a Triton launch
   compiles its kernel without launching it, and an autotuned Triton kernel
   compiles every config without benchmarking any (the choice is left to the
@@ -142,6 +146,15 @@ def install_triton_counter() -> bool:
         return None
 
     Autotuner.run = tune
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        # the interpreter has no benchmarker: an autotuned kernel runs with the first of its (pruned) configs, as
+        # the dry launches compile without choosing; its correctness does not depend on which config runs
+        orig_prune = Autotuner.prune_configs
+
+        def one_config(self, kwargs, *args, **kw):
+            return orig_prune(self, kwargs, *args, **kw)[:1]
+
+        Autotuner.prune_configs = one_config
     return True
 
 
@@ -205,9 +218,11 @@ def install_tilelang_hooks(execute: bool, target: dict | None = None) -> bool:
 
 
 class AtenRecorder:
-    """Context manager recording the aten overload packets dispatched inside it."""
+    """Context manager recording the aten overload packets dispatched inside it, and the input elements each was
+    dispatched on."""
 
     def __init__(self) -> None:
+        import torch
         from torch.utils._python_dispatch import TorchDispatchMode
 
         recorder = self
@@ -220,10 +235,15 @@ class AtenRecorder:
                 return False
 
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                recorder.ops.add(str(func.overloadpacket.__name__))
+                name = str(func.overloadpacket.__name__)
+                recorder.ops.add(name)
+                n = sum(a.numel() for a in args if isinstance(a, torch.Tensor))
+                recorder.elements[name] = recorder.elements.get(name, 0) + n
                 return func(*args, **(kwargs or {}))
 
         self.ops: set[str] = set()
+        self.elements: dict[str, int] = {}
+        """Input elements each op was dispatched on, summed over its calls (its share of the forward's work)."""
         self._mode = _Mode()
 
     def __enter__(self) -> "AtenRecorder":
@@ -232,10 +252,6 @@ class AtenRecorder:
 
     def __exit__(self, *exc: Any) -> None:
         self._mode.__exit__(*exc)
-
-    def forbidden(self, library_aten: tuple[str, ...]) -> list[str]:
-        names = {a.split(".", 1)[1] for a in library_aten}
-        return sorted(self.ops & names)
 
 
 def live_threads() -> set[int]:

@@ -264,7 +264,7 @@ class Worker:
             self.poison(self.device, self.poison_bytes(in_bytes))
         prep_us = (time.perf_counter() - t_start) * 1e6
         threads_before = guards.live_threads()
-        launches_before = guards.COUNTER.total
+        launches_before, triton_before = guards.COUNTER.total, guards.COUNTER.triton
         seed = msg.seed if fwd_seed else None
         recorder = guards.AtenRecorder() if not self.cuda else None
         if recorder is not None:
@@ -276,6 +276,7 @@ class Worker:
             timed = self.timer.timed_call(run, msg.hold_us)
         except guards.LoweredOnly:
             self.send(P.CallReport(call_id=msg.call_id, ok=True, launches=guards.COUNTER.total - launches_before,
+                                   triton_launches=guards.COUNTER.triton - triton_before,
                                    lowered_sources=tuple(s[:200_000] for s in guards.COUNTER.lowered_sources)))
             return "ok"
         except BaseException as exc:  # noqa: BLE001
@@ -291,6 +292,8 @@ class Worker:
             idle_ms=timed.idle_ms,
             launches=guards.COUNTER.total - launches_before, dsl_names=tuple(sorted(guards.COUNTER.names))[:64],
             aten_ops=tuple(sorted(recorder.ops))[:256] if recorder is not None else (),
+            aten_elements=dict(sorted(recorder.elements.items())[:256]) if recorder is not None else {},
+            input_elements=sum(x.numel() for x in inputs if isinstance(x, torch.Tensor)),
             new_threads=len(guards.live_threads() - threads_before - self.threads_ok),
             output_types=tuple(type(o).__module__ + "." + type(o).__qualname__ for o in outs)[:64],
             audit_blocked=self.audit.take(), prep_us=prep_us,

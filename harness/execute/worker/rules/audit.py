@@ -1,11 +1,18 @@
 """Python audit hooks (PEP 578) a worker installs before it imports the candidate.
 
-Defence in depth, not the trust boundary: what the hooks refuse would let
-candidate code reach or rewrite the worker's own state (frames of other
-threads, the garbage collector's view of every object, raw memory through
-``ctypes``, new code objects, processes, sockets). A refused operation raises
-:class:`Refused` in the candidate and is logged; the parent treats every
-logged refusal as a reward hack (an honest kernel never needs these).
+Not the trust boundary (the OS draws it: :mod:`harness.execute.boundary`). What the hooks protect that the
+boundary and the outside checks do not:
+
+* frames, the garbage collector's object walks, ``ctypes``, new code objects, guarded attributes, tracing, a
+  process's memory file: the worker's own objects, above all the kernel profiler's table, the CPU path's
+  dispatch record and the launch counter. Library-fallback detection rests on those claims, and nothing outside
+  the worker reproduces them.
+* processes, signals and sockets asked for by candidate code: the charge. The namespaces make such an attempt
+  harmless but silent; the hook makes it a REWARD_HACK the reward sees.
+
+A refused operation raises :class:`Refused` in the candidate and is logged; the parent records every logged
+refusal as REWARD_HACK (an honest kernel never needs these: ``tests/execute/test_honest_libraries.py`` runs
+production libraries under them).
 
 Which code is "the candidate's": a frame whose file lies under the
 candidate's scratch folder (its file, anything it wrote there). Code
@@ -14,7 +21,7 @@ it is the code of the first real, non-standard-library file up its stack,
 and the candidate's when no such file is there (a thread it started). Bug it
 stops: a string annotation evaluated by ``typing.get_type_hints`` ran
 ``exec``, ``gc.get_objects``, ``ctypes`` and ``subprocess`` as "<string>",
-which the hooks took for library code (red team, session 15). An event is
+which the hooks took for library code. An event is
 refused when it comes *from* candidate code::
 
     direct events (frames, gc, exec/compile, new code objects, tracing):
@@ -71,7 +78,7 @@ DIRECT = frozenset({
     "function.__new__", "object.__getattr__", "object.__setattr__", "object.__delattr__", "sys.addaudithook",
     "sys.monitoring.register_callback",
 })
-MEDIATED_PREFIXES = ("ctypes.", "subprocess.", "_posixsubprocess.", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
+MEDIATED_PREFIXES = ("ctypes.", "subprocess.", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
                      "os.forkpty", "os.kill", "os.killpg", "pty.spawn", "socket.", "cffi")
 FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back", "f_globals", "f_locals"})
 GUARDED_ATTRS = FRAME_ATTRS | {"__code__", "__globals__", "__closure__", "gi_code", "cr_code", "ag_code", "f_code"}
@@ -89,7 +96,7 @@ HARNESS_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(o
 """The harness package's folder: a thread whose stack has its code is the harness's (the candidate thread's
 loop), not one the candidate started."""
 PROCESS_OPS = {
-    "subprocess.Popen": ("Popen",), "_posixsubprocess.fork_exec": ("fork_exec",), "os.system": ("system",), "os.fork": ("fork",), "os.forkpty": ("forkpty",),
+    "subprocess.Popen": ("Popen",), "os.system": ("system",), "os.fork": ("fork",), "os.forkpty": ("forkpty",),
     "os.kill": ("kill",), "os.killpg": ("killpg",), "pty.spawn": ("spawn",),
     "os.exec": ("execv", "execve", "execl", "execle", "execlp", "execlpe", "execvp", "execvpe"),
     "os.posix_spawn": ("posix_spawn", "posix_spawnp"),
@@ -187,7 +194,7 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
     state: dict = {"sealed": None, "transparent": set()}
     """Once the trusted thread's guard is armed (:func:`harness.execute.worker.rules.trusted_thread.arm`), the code object of
     its ``disarm``: the only code allowed to change that thread's profiler or tracer. ``transparent``: code objects
-    the walk passes over, as it does the standard library's (:mod:`harness.execute.worker.rules.spawn`'s wrapper)."""
+    the walk passes over, as it does the standard library's."""
     transparent = state["transparent"]
 
     def is_candidate(filename: str) -> bool:
@@ -358,8 +365,6 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
         elif event.startswith(MEDIATED_PREFIXES) or (event == "import" and args and str(args[0]).split(".")[0]
                                                       in ("ctypes", "_ctypes", "cffi", "_cffi_backend")):
             direct = False
-        elif event == "import" and args and str(args[0]) == "_posixsubprocess":
-            direct, ops = False, ("_posixsubprocess",)  # a fresh copy of the real fork_exec (harness.execute.worker.rules.spawn)
         else:
             return
         if getattr(guard, "busy", False):
