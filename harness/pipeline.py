@@ -448,7 +448,8 @@ def _interrupted(stop: threading.Event, interrupted: threading.Event, scratch_ro
     started, remove its scratch."""
     import shutil
 
-    from harness.execute.parent.process import kill_all, run_tag
+    from harness.execute.parent.children import kill_all
+    from harness.execute.parent.process import run_tag
 
     interrupted.set()
     stop.set()

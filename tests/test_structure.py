@@ -25,16 +25,6 @@ PKG = ROOT / "harness"
 EXPLAIN_LINES = 500
 MAX_LINES = 600
 
-KNOWN_ENGINE_CIRCLES = (
-    frozenset({"harness.execute.parent.forks", "harness.execute.parent.process"}),
-    frozenset({"harness", "harness.api", "harness.serve.engine", "harness.pipeline",
-               "harness.execute.parent.ray_executor"}),
-)
-"""Import circles that run through harness/execute, whose layout is being redesigned: ``forks`` and
-``process`` import each other inside functions; ``ray_executor`` imports the root package (for its version)
-inside a function, and the root package reaches it through the lazy ``from harness import evaluate``
-(api -> serve.engine -> pipeline -> ray_executor). Any other circle fails the test."""
-
 KNOWN_ENGINE_LONG_MODULES = ("harness/execute/parent/session.py", "harness/execute/wire/protocol.py")
 """Engine modules over :data:`MAX_LINES`, to be split with the engine's redesign. Any other fails the test."""
 
@@ -157,12 +147,8 @@ def test_the_circle_finder_follows_deferred_imports_and_skips_type_checking(tmp_
 def test_no_import_circle_between_harness_modules():
     graph = _graph()
     assert sum(len(v) for v in graph.values()) > 100  # the graph was really read
-    circles = _circles(graph)
-    unknown = [sorted(c) for c in circles if c not in KNOWN_ENGINE_CIRCLES]
-    assert not unknown, f"import circles (deferred imports followed): {unknown}"
-    known = [sorted(c) for c in circles if c in KNOWN_ENGINE_CIRCLES]
-    if known:
-        pytest.xfail(f"known circles through harness/execute, left to its redesign: {known}")
+    circles = [sorted(c) for c in _circles(graph)]
+    assert not circles, f"import circles (deferred imports followed): {circles}"
 
 
 def test_scoring_never_imports_the_layers_above_it():

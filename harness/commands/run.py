@@ -341,7 +341,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "a tmpfs such as /dev/shm/kg speeds up GPU-sized output hand-off")
     p.add_argument("--no-precompile", action="store_true", help="GPU: skip the dry forward that compiles each kernel "
                    "before the candidate asks for the GPU (compiles then happen in its correctness phase)")
-    from harness.execute.parent.local import POOL_MAX
+    from harness.execute.parent.options import POOL_MAX
 
     p.add_argument("--no-prestart", action="store_true", help="start each candidate's worker only when the candidate's "
                    f"turn comes (default: keep two pre-started per job on each device, at most {POOL_MAX} and never "

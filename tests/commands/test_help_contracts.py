@@ -13,7 +13,7 @@ import shlex
 import pytest
 
 from harness import cli
-from harness.execute.parent.local import POOL_MAX
+from harness.execute.parent.options import POOL_MAX
 from harness.execute.parent.options import DEFAULTS
 
 REFUSED_WITHOUT_OPT_IN = ("run",)

@@ -19,7 +19,8 @@ from harness.execute.parent import forks as forkserver
 from harness.execute.forkserver import server as zygote
 from harness.execute.parent.pool import prestart_settings
 from harness.execute.parent.options import RunOptions
-from harness.execute.parent.process import WorkerProc, kill_group, make_scratch, spawn_worker, wait_ready
+from harness.execute.parent.children import kill_group
+from harness.execute.parent.process import WorkerProc, make_scratch, spawn_worker, wait_ready
 from harness.problems.registry import load_registry
 
 pytestmark = pytest.mark.skipif(not forkserver.supported(), reason="fork servers need Linux pidfds")

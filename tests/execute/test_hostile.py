@@ -17,7 +17,7 @@ import pytest
 
 from harness import env as envmod
 from harness.execute.parent.options import RunOptions
-from harness.execute.parent.process import PROJECT_ROOT
+from harness.execute.parent.children import PROJECT_ROOT
 from harness.execute.boundary.landlock import landlock_abi
 from harness.measure.timing import TimingConfig
 from harness.pipeline import EvalRequest, evaluate

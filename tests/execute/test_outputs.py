@@ -260,3 +260,42 @@ def test_the_checker_calls_malformed_descriptors_reward_hack_and_a_huge_expansio
     assert not res.ok and res.status == "REWARD_HACK" and "malformed" in res.detail
     res = compare(_write(tmp_path, [torch.zeros(1).expand(2 ** 38)]))
     assert not res.ok and res.status == "INCORRECT_SHAPE", res
+
+
+def test_the_idle_probe_tells_a_time_sliced_gpu_from_an_idle_one():
+    """A probe kernel of the checker's waits for another context's running kernel to yield its time slice: far
+    slower than the checker's idle baseline means busy. (The GPU is faked: a clock and probe latencies.)"""
+    from harness.execute.checker.gpu_idle import BUSY_FLOOR_US, IdleProbe
+
+    latencies = iter([8e-6] * 21 + [2e-3, 2e-3, 9e-6])  # idle baseline, then two busy probes, then idle
+    now = {"t": 0.0}
+
+    def probe():
+        now["t"] += 0.01
+        return next(latencies)
+    p = IdleProbe(probe, clock=lambda: now["t"])
+    assert p.calibrate() == pytest.approx(8.0)
+    assert not p.busy(50.0) and p.busy(BUSY_FLOOR_US + 1)
+    idle, us = p.wait_idle(wait_s=1.0)
+    assert idle and us == pytest.approx(9.0)
+    stuck = IdleProbe(lambda: 5e-3, clock=lambda: now.__setitem__("t", now["t"] + 0.02) or now["t"])
+    stuck.baseline_us = 8.0
+    assert stuck.wait_idle(wait_s=0.05) == (False, pytest.approx(5000.0))
+
+
+def test_an_ipc_read_waits_for_an_idle_gpu_and_counts_a_busy_start(monkeypatch):
+    """The checker probes before it reads committed device memory; a read that started busy is counted (a fact
+    for the record), the bytes' second read decides."""
+    import torch
+
+    from harness.execute.checker import outputs as co
+    from harness.execute.checker.gpu_idle import IdleProbe
+
+    probe = IdleProbe(lambda: 1.0)  # never idle
+    probe.baseline_us = 5.0
+    monkeypatch.setattr(co, "_PROBE", [probe])
+    monkeypatch.setattr(co, "_ipc_bytes", lambda descs: [torch.zeros(64, dtype=torch.uint8)])
+    monkeypatch.setitem(co.STATE, "busy_reads", 0)
+    committed = P.Committed(ipc=(_desc(),))
+    (out,) = read(committed, [([4, 8], "float16")])
+    assert out.shape == (4, 8) and co.STATE["busy_reads"] == 1

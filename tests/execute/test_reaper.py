@@ -22,7 +22,7 @@ import time
 import pytest
 
 from harness.execute.parent import reaper
-from harness.execute.parent.process import PROJECT_ROOT, kill_group, popen, wait_briefly
+from harness.execute.parent.children import PROJECT_ROOT, kill_group, popen, wait_briefly
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process trees are read from /proc")
 
@@ -41,7 +41,7 @@ time.sleep(60)
 
 PARENT = """\
 import subprocess, sys
-from harness.execute.parent import process
+from harness.execute.parent import children as process
 p = process.popen([sys.executable, "-c", sys.argv[1], "1", sys.argv[2]], stdout=subprocess.PIPE)
 print(p.pid, p.stdout.readline().decode().strip(), flush=True)
 sys.stdin.readline()

@@ -2,7 +2,7 @@
 
 Landlock cannot be undone in the process that applies it, so each check runs
 in a fresh interpreter (``subprocess.run([sys.executable, "-c", code])``) with
-the worker's real environment (:func:`harness.execute.parent.process.scrubbed_env`),
+the worker's real environment (:func:`harness.execute.parent.children.scrubbed_env`),
 its working directory in a scratch folder, and a fake project root beside it
 holding the things a cheating candidate wants: ``runs/results.jsonl``,
 ``leaderboards/``, other submissions. The child exits 0 on success and
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from harness.execute.boundary import landlock as sandbox
-from harness.execute.parent.process import scrubbed_env
+from harness.execute.parent.children import scrubbed_env
 
 REPO = Path(__file__).resolve().parents[2]
 ABI = sandbox.landlock_abi()

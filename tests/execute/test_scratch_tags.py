@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from harness import pipeline
-from harness.execute.parent import process
+from harness.execute.parent import children
 from harness.execute.parent.process import make_scratch, run_tag
 
 
@@ -22,6 +22,6 @@ def test_an_interrupted_runs_cleanup_leaves_the_other_runs_folders(tmp_path, mon
     other_worker = make_scratch(tmp_path, f"{run_tag(other)}-cafe")
     other_checker = tmp_path / f"checker-{run_tag(other)}-0"
     other_checker.mkdir()
-    monkeypatch.setattr(process, "kill_all", lambda: None)  # this test started no processes
-    pipeline._interrupted(threading.Event(), tmp_path, mine)
+    monkeypatch.setattr(children, "kill_all", lambda: None)  # this test started no processes
+    pipeline._interrupted(threading.Event(), threading.Event(), tmp_path, mine)
     assert not my_worker.exists() and other_worker.is_dir() and other_checker.is_dir()

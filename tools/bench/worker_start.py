@@ -31,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from harness.execute.parent import forks
-    from harness.execute.parent.process import make_scratch, spawn_worker, wait_ready, kill_group
+    from harness.execute.parent.children import kill_group
+    from harness.execute.parent.process import make_scratch, spawn_worker, wait_ready
     from harness.execute.parent.options import RunOptions
     from harness.execute.parent.pool import prestart_settings
 

@@ -226,10 +226,19 @@ def fairness_probe(req: P.FairnessProbe) -> P.FairnessReply:
     found, cached = fairness.verdicts(reference, problem_path=ctx.problem_path, params=ctx.params, dtype=ctx.dtype,
                                       allow_tf32=ctx.allow_tf32, mode=ctx.mode, baseline=ctx.baseline,
                                       input_transform=ctx.input_transform, atol=req.atol, rtol=req.rtol,
-                                      reduction_length=req.reduction_length, device=ctx.device)
+                                      reduction_length=req.reduction_length, device=ctx.device,
+                                      folder=Path(req.cache_dir) if req.cache_dir else None)
     return P.FairnessReply(verdicts=tuple(P.ProfileVerdict(v.profile, v.name, v.fair, v.reason[:2000],
                                                            v.library_excess) for v in found),
                            cached=cached, probe_s=round(time.perf_counter() - t0, 4))
+
+
+def _busy_reads() -> int:
+    """Reads that started with the GPU busy since the last reply (:mod:`harness.execute.checker.gpu_idle`)."""
+    from harness.execute.checker.outputs import STATE
+
+    n, STATE["busy_reads"] = STATE["busy_reads"], 0
+    return n
 
 
 def _failed(status: str, detail: str) -> P.CompareReply:
@@ -311,7 +320,7 @@ def compare(req: P.Compare) -> P.CompareReply:
     if refs and refs[0].is_cuda:
         torch.cuda.synchronize()
     changed_while_read = not still_equal(req.outputs, outs)
-    return P.CompareReply(ok=res["ok"], status=res["status"], detail=res["detail"], max_abs_err=res["max_abs_err"],
+    return P.CompareReply(busy_at_read=_busy_reads() > 0, ok=res["ok"], status=res["status"], detail=res["detail"], max_abs_err=res["max_abs_err"],
                           max_excess=res["max_excess"], library_max_excess=res["library_max_excess"],
                           identical_fraction=same, library_rounding_fraction=diff, ref_s=round(t1 - t0, 4),
                           check_s=round(time.perf_counter() - t1, 4), changed_while_read=changed_while_read,
@@ -374,8 +383,9 @@ def verify(req: P.Verify) -> P.VerifyReply:
                  for t in (_terms_of(ctx, seed, transform) or [])] or None
     res = compare_outputs(outs, libs, libs, atol=req.atol * req.tolerance_factor, rtol=req.rtol * req.tolerance_factor,
                           reduction_length=req.reduction_length, terms=terms)
+    changed = not still_equal(req.outputs, outs)
     return P.VerifyReply(ok=res["ok"], status=res["status"], detail=res["detail"], max_excess=res["max_excess"],
-                         changed_while_read=not still_equal(req.outputs, outs))
+                         changed_while_read=changed, busy_at_read=_busy_reads() > 0)
 
 
 def lib_batch(req: P.LibBatch) -> P.BatchReply:
@@ -493,6 +503,11 @@ def _warm_up() -> None:
 
     if os.environ.get("CUDA_VISIBLE_DEVICES") and torch.cuda.is_available():
         torch.empty(1, device="cuda")
+        from harness.execute.checker import gpu_idle, outputs
+
+        probe = gpu_idle.cuda_probe()
+        probe.calibrate()  # the idle baseline, before any candidate's worker can hold the GPU
+        outputs.use_probe(probe)
         from harness.execute.shared.profiling import KernelProfiler
 
         _STATE["profiler"] = KernelProfiler("cuda", running=False)  # CUPTI's first start is slow: not in a check

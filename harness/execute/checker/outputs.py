@@ -6,9 +6,10 @@ then against the reference's outputs (:func:`~harness.execute.wire.outputs.check
 no element sharing memory, no oversized span), and only then are bytes read: from the file (whose size must be
 exactly its header plus the bytes it declares) or from the mapped allocation (whose range must hold them).
 
-On a GPU the bytes are read twice, before and after the comparison (:func:`still_equal`): a kernel of the worker
-that was still running when the worker was stopped would change them in between (an honest worker synchronizes
-before it commits).
+On a GPU the checker first waits, briefly, for the GPU to be idle (:mod:`harness.execute.checker.gpu_idle`:
+whether it was is recorded), and the bytes are read twice, before and after the comparison (:func:`still_equal`):
+a kernel of the worker that was still running when the worker was stopped would change them in between (an
+honest worker synchronizes before it commits).
 """
 
 from __future__ import annotations
@@ -19,6 +20,17 @@ from typing import Any
 
 from harness.execute.wire.outputs import (CommitError, CommitMalformed, check_descriptors, check_layout,
                                           parse_header, MAX_HEADER_BYTES)
+
+
+_PROBE: list = []
+"""The GPU idle probe (:func:`use_probe`), once the checker has a GPU."""
+STATE = {"busy_reads": 0}
+"""Reads that started with the GPU still busy (:mod:`harness.execute.checker.gpu_idle`), since the last reply."""
+
+
+def use_probe(probe) -> None:
+    """Probe the GPU before each IPC read with ``probe`` (an :class:`~harness.execute.checker.gpu_idle.IdleProbe`)."""
+    _PROBE[:] = [probe]
 
 
 def expected_of(tensors: list) -> list[tuple[list[int], str]]:
@@ -36,6 +48,9 @@ def read(committed: Any, expected: list[tuple[list[int], str]], folder: str | No
     if committed.ipc is not None:
         descs = check_descriptors(list(committed.ipc))
         check_layout(descs, expected)
+        if _PROBE:
+            idle, _ = _PROBE[0].wait_idle()
+            STATE["busy_reads"] += 0 if idle else 1
         return [_strided(raw, d) for raw, d in zip(_ipc_bytes(descs), descs)]
     return _read_file(committed.path, expected, folder)
 

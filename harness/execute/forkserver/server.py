@@ -81,7 +81,7 @@ def _child(req: dict, fds: list[int], harness: int) -> None:
     code = 1
     try:
         in_fd, out_fd, out_w, err_w = fds
-        os.setsid()  # its own session and group: the parent kills the group (harness.execute.parent.process.kill_group)
+        os.setsid()  # its own session and group: the parent kills the group (harness.execute.parent.children.kill_group)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(out_w, 1)

@@ -11,7 +11,6 @@ samples, kept outputs, verifications, batches), see :meth:`CheckerPool.lease`.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import threading
@@ -20,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from harness.execute.parent.process import CappedBuffer, drain, kill_group, popen, scrubbed_env
+from harness.execute.parent.children import CappedBuffer, drain, kill_group, popen, scrubbed_env
 from harness.execute.parent.vitals import Vitals
 from harness.execute.parent.vitals import read as read_vitals
 from harness.execute.wire import protocol as P

@@ -12,7 +12,7 @@ children are not the parent's: :class:`ForkedProc` gives the parent the part of 
 (``pid``, ``poll``, ``wait``, ``kill``, ``returncode``, ``stdout``, ``stderr``), with a pidfd the server opened
 before the child could be reaped (so the parent's handle never names a reused pid) and the exit status fetched
 from the server once the pidfd says the child ended. Until then the child stays a zombie of the server, so its
-pid and process group cannot be reused under :func:`harness.execute.parent.process.kill_group`.
+pid and process group cannot be reused under :func:`harness.execute.parent.children.kill_group`.
 
 If the server cannot start, dies, or refuses a spawn (it has more than one thread), the caller falls back to
 starting the worker with ``exec`` and the run goes on; :func:`fallbacks` counts those for diagnostics.
@@ -45,7 +45,7 @@ class ForkServer:
     """One :mod:`harness.execute.forkserver.server` process and its control socket; thread-safe (one request at a time)."""
 
     def __init__(self, device: str, threads: int = 1):
-        from harness.execute.parent.process import CappedBuffer, drain, popen, scrubbed_env
+        from harness.execute.parent.children import CappedBuffer, drain, popen, scrubbed_env
 
         self.device, self.threads = device, threads
         from harness.execute.forkserver.server import FOLDER_PREFIX
@@ -144,7 +144,7 @@ class ForkServer:
         return int(reply["code"]) if reply.get("op") == "reaped" else None
 
     def close(self) -> None:
-        from harness.execute.parent.process import kill_group
+        from harness.execute.parent.children import kill_group
 
         with self._lock:
             self.broken = self.broken or "closed"

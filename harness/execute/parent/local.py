@@ -27,7 +27,7 @@ from harness.execute.checker.main import cache_limit_bytes as checker_cache_byte
 from harness.execute.parent.checker_client import CheckerPool
 from harness.execute.parent.gate import DeviceGate
 from harness.execute.parent.memory import DeviceMemory, device_capacity, fake_capacity, fixed_bytes
-from harness.execute.parent.options import RunOptions
+from harness.execute.parent.options import POOL_MAX, RunOptions
 from harness.execute.parent.pool import Demand, WorkerPool
 from harness.execute.parent.process import gpu_probe, run_tag
 from harness.execute.parent.scheduler import DeviceUnhealthy, ScheduleReport, run_pull
@@ -42,13 +42,6 @@ def _env_for(env: EnvSnapshot, gpu: int) -> EnvSnapshot:
     from harness import env as envmod
 
     return dataclasses.replace(envmod.snapshot("cuda", gpu), sandbox=env.sandbox)
-
-
-POOL_MAX = 16
-"""Pre-started workers per device, at most (twice the jobs below that). A worker takes one warm-up, 5-6 s on the
-H200 host, and serves one candidate, so the pool can hand out at most POOL_MAX / warm-up workers a second: at 8,
-the service's load test (session 9, smoke workloads) waited a median 1.6 s for each worker at about one candidate
-a second. Each idle worker holds a CUDA context (:data:`~harness.execute.parent.memory.CONTEXT_BYTES`, admitted)."""
 
 
 class LocalExecutor:

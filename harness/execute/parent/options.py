@@ -97,5 +97,12 @@ class RunOptions:
         return self.isolation if self.sandbox else "off"
 
 
+POOL_MAX = 16
+"""Pre-started workers per device, at most (twice the jobs below that). A worker takes one warm-up, 5-6 s on the
+H200 host, and serves one candidate, so the pool can hand out at most POOL_MAX / warm-up workers a second: at 8,
+the service's load test (smoke workloads) waited a median 1.6 s for each worker at about one candidate
+a second. Each idle worker holds a CUDA context (:data:`~harness.execute.parent.memory.CONTEXT_BYTES`, admitted)."""
+
+
 MIN_TIMED_CHECKS = 3
 DEFAULTS = RunOptions()

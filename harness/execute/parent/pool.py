@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.execute.parent.options import RunOptions
-from harness.execute.parent.process import WorkerProc, kill_group, make_scratch, spawn_worker, wait_ready
+from harness.execute.parent.children import kill_group
+from harness.execute.parent.process import WorkerProc, make_scratch, spawn_worker, wait_ready
 
 WARM_TIMEOUT_S = 300.0
 """A pre-started worker not warm by then is discarded (a hung CUDA context, a stuck import)."""

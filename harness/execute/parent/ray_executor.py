@@ -109,7 +109,7 @@ class RayTask:
 
 def _check_node(task: RayTask, gpu: int | str | None) -> None:
     """Raise NodeSetupError, naming what differs, unless this node matches the driver."""
-    from harness import __version__
+    from harness.version import __version__
     from harness import env as envmod
 
     host = socket.gethostname()

@@ -5,7 +5,7 @@ in a session and group of its own, whose parent (``sh``) is gone: the kernel han
 nearest ancestor marked *child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``), or to init when there is none.
 So a worker marks itself before any candidate code runs (:func:`set_subreaper`): every orphan of its
 candidate's processes becomes the worker's own child, stays in its tree while the worker lives, and dies with
-it when the parent ends the worker (:func:`kill_tree`, called by :func:`harness.execute.parent.process.kill_group`).
+it when the parent ends the worker (:func:`kill_tree`, called by :func:`harness.execute.parent.children.kill_group`).
 The fork server marks itself too: orphans of a worker that ended (or that cleared its own flag) go to it, and
 it kills every child it did not fork (:mod:`harness.execute.forkserver.server`).
 

@@ -46,8 +46,10 @@ from harness.execute.wire.channel import ChannelClosed, ChannelError, ChannelTim
 from harness.execute.worker.rules.trusted_thread import EXIT_TRUSTED_THREAD
 from harness.execute.shared.inputs import round_seed
 from harness.execute.parent.memory import estimate
-from harness.execute.parent.process import gpu_probe, kill_group, make_scratch, run_tag, signame, spawn_worker, wait_briefly
+from harness.execute.parent.children import kill_group, signame, wait_briefly
+from harness.execute.parent.process import gpu_probe, make_scratch, run_tag, spawn_worker
 from harness.execute.parent.scheduler import DeviceUnhealthy
+from harness.execute.checker.fairness import cache_dir as fairness_cache_dir
 from harness.problems import heldout
 from harness.execute.parent.task import DeviceContext, Task
 from harness.execute.parent.timing_phase import TimingPhase, stats
@@ -548,6 +550,8 @@ class Session:
     def _read_failure(self, reply: Any, where: str) -> judge.Failure | None:
         """An output that changed between the checker's two reads of it, with the worker stopped: a kernel of the
         worker was still writing it (an honest worker synchronizes before it commits)."""
+        if getattr(reply, "busy_at_read", False):
+            self._add("*", "gpu_busy_reads", 1)  # diagnostics: the bytes' second read decides
         if getattr(reply, "changed_while_read", False):
             return judge.hack(f"{where}: the committed output changed while the checker read it, with the worker "
                               "stopped: work of the worker was still running after it reported the call done",
@@ -649,8 +653,10 @@ class Session:
             self._record(w, Status.HARNESS_ERROR, error={"type": "NotRun", "message": "the public workload did not pass"})
             raise _Stop
         t0 = time.monotonic()
-        reply, waited = self.dev.checkers.request(P.FairnessProbe(ctx=ctx, atol=w.atol, rtol=w.rtol,
-                                                                  reduction_length=w.reduction_length), ctx.key)
+        cache = fairness_cache_dir()
+        reply, waited = self.dev.checkers.request(P.FairnessProbe(
+            ctx=ctx, atol=w.atol, rtol=w.rtol, reduction_length=w.reduction_length,
+            cache_dir=str(cache) if cache is not None else None), ctx.key)
         self._add(w.name, "fairness_s", time.monotonic() - t0)
         if not isinstance(reply, P.FairnessReply):  # the probe itself failed: the public distribution only
             self._fair[w.name] = (plan.NORMAL,)

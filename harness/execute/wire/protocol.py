@@ -428,6 +428,8 @@ class CompareReply:
     check_s: float = 0.0
     changed_while_read: bool = False
     """As :attr:`VerifyReply.changed_while_read`."""
+    busy_at_read: bool = False
+    """As :attr:`VerifyReply.busy_at_read`."""
     worst: Worst | None = None
     """A numerical failure's worst element (:func:`harness.score.correctness.worst_element`)."""
 
@@ -507,6 +509,9 @@ class VerifyReply:
     changed_while_read: bool = False
     """The output's bytes differed between two reads with the worker stopped: work of the worker (a GPU kernel)
     was still writing it."""
+    busy_at_read: bool = False
+    """The GPU was still busy (another context's kernel held it) when the read started
+    (:mod:`harness.execute.checker.gpu_idle`): a fact, not a verdict (a neighbour's work does that too)."""
 
 
 @message("lib_batch")
@@ -604,6 +609,9 @@ class FairnessProbe:
     atol: float
     rtol: float
     reduction_length: int | None
+    cache_dir: str | None = None
+    """Where the verdicts are cached (the parent's ``$KERNELGATE_CACHE/fairness``, outside the checker's scratch,
+    which ends with the run); None: not cached."""
 
 
 @message("fairness_reply")
