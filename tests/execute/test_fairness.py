@@ -47,7 +47,7 @@ def test_verdicts_are_cached_by_what_they_depend_on(tmp_path, monkeypatch):
     prob = ROOT / "problems" / "reduction" / "softmax.py"
     kw = dict(problem_path=str(prob), params={"ROWS": 16, "COLS": 256}, dtype="float32", allow_tf32=False,
               mode="eval", baseline="eager", input_transform="any", atol=1e-4, rtol=1e-4, reduction_length=256,
-              device="cpu")
+              device="cpu", folder=F.cache_dir())
     ref, calls = _fake({})
     first, cached = F.verdicts(ref, **kw)
     assert not cached and calls and len(first) == len(candidate_profiles("any"))

@@ -116,7 +116,8 @@ def judge(reference: Reference, candidates: tuple[int, ...], *, atol: float, rto
 # --------------------------------------------------------------------------- cache
 
 def cache_dir() -> Path | None:
-    """The fairness folder, or None when caching is off (``KERNELGATE_CACHE=off``)."""
+    """The fairness folder of this process's environment (the parent's), or None when caching is off
+    (``KERNELGATE_CACHE=off``)."""
     root = os.environ.get("KERNELGATE_CACHE")
     if root and root.strip().lower() in ("off", "0", "none", "false"):
         return None
@@ -144,9 +145,8 @@ def cache_key(*, problem_sha256: str, params: dict, dtype: str, allow_tf32: bool
     return hashlib.sha256(payload.encode()).hexdigest()[:32]
 
 
-def lookup(key: str) -> list[Fairness] | None:
-    """The cached verdicts for ``key``; None when absent or unreadable (a miss, never an error)."""
-    folder = cache_dir()
+def lookup(key: str, folder: Path | None) -> list[Fairness] | None:
+    """The cached verdicts for ``key`` in ``folder``; None when absent or unreadable (a miss, never an error)."""
     if folder is None:
         return None
     try:
@@ -156,11 +156,11 @@ def lookup(key: str) -> list[Fairness] | None:
         return None
 
 
-def store(key: str, verdicts: list[Fairness]) -> None:
-    """Write ``verdicts`` under ``key`` atomically; a cache that cannot be written is skipped (it is a cache)."""
+def store(key: str, verdicts: list[Fairness], folder: Path | None) -> None:
+    """Write ``verdicts`` under ``key`` in ``folder`` atomically; a cache that cannot be written is skipped (it is
+    a cache)."""
     from harness.jsonio import atomic_write_text
 
-    folder = cache_dir()
     if folder is None:
         return
     try:
@@ -185,19 +185,21 @@ def file_sha256(path: str | Path) -> str:
 
 def verdicts(reference: Reference, *, problem_path: str, params: dict, dtype: str, allow_tf32: bool, mode: str,
              baseline: str, input_transform: str, atol: float, rtol: float, reduction_length: int | None,
-             device: str) -> tuple[list[Fairness], bool]:
-    """(the verdicts of every profile the problem's annotation allows, whether they came from the cache)."""
+             device: str, folder: Path | None) -> tuple[list[Fairness], bool]:
+    """(the verdicts of every profile the problem's annotation allows, whether they came from the cache in
+    ``folder``; None: no cache). The checker is told the folder by the parent (:class:`FairnessProbe`): its own
+    home is its scratch folder, which ends with the run."""
     from harness.execute.shared.value_profiles import candidate_profiles
 
     cands = candidate_profiles(input_transform)
     key = cache_key(problem_sha256=file_sha256(problem_path), params=params, dtype=dtype, allow_tf32=allow_tf32,
                     mode=mode, baseline=baseline, input_transform=input_transform, atol=atol, rtol=rtol,
                     reduction_length=reduction_length, device_name=device_name(device), candidates=cands)
-    hit = lookup(key)
+    hit = lookup(key, folder)
     if hit is not None:
         return hit, True
     found = judge(reference, cands, atol=atol, rtol=rtol, reduction_length=reduction_length)
-    store(key, found)
+    store(key, found, folder)
     return found, False
 
 
