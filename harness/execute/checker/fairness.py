@@ -185,13 +185,13 @@ def file_sha256(path: str | Path) -> str:
 
 def verdicts(reference: Reference, *, problem_path: str, params: dict, dtype: str, allow_tf32: bool, mode: str,
              baseline: str, input_transform: str, atol: float, rtol: float, reduction_length: int | None,
-             device: str, folder: Path | None) -> tuple[list[Fairness], bool]:
+             device: str, folder: Path | None, only: tuple[int, ...] = ()) -> tuple[list[Fairness], bool]:
     """(the verdicts of every profile the problem's annotation allows, whether they came from the cache in
     ``folder``; None: no cache). The checker is told the folder by the parent (:class:`FairnessProbe`): its own
-    home is its scratch folder, which ends with the run."""
+    home is its scratch folder, which ends with the run. ``only``: probe just these profiles (empty: all)."""
     from harness.execute.shared.value_profiles import candidate_profiles
 
-    cands = candidate_profiles(input_transform)
+    cands = tuple(p for p in candidate_profiles(input_transform) if not only or p in only)
     key = cache_key(problem_sha256=file_sha256(problem_path), params=params, dtype=dtype, allow_tf32=allow_tf32,
                     mode=mode, baseline=baseline, input_transform=input_transform, atol=atol, rtol=rtol,
                     reduction_length=reduction_length, device_name=device_name(device), candidates=cands)

@@ -227,7 +227,7 @@ def fairness_probe(req: P.FairnessProbe) -> P.FairnessReply:
                                       allow_tf32=ctx.allow_tf32, mode=ctx.mode, baseline=ctx.baseline,
                                       input_transform=ctx.input_transform, atol=req.atol, rtol=req.rtol,
                                       reduction_length=req.reduction_length, device=ctx.device,
-                                      folder=Path(req.cache_dir) if req.cache_dir else None)
+                                      folder=Path(req.cache_dir) if req.cache_dir else None, only=req.profiles)
     return P.FairnessReply(verdicts=tuple(P.ProfileVerdict(v.profile, v.name, v.fair, v.reason[:2000],
                                                            v.library_excess) for v in found),
                            cached=cached, probe_s=round(time.perf_counter() - t0, 4))

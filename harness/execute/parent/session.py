@@ -652,25 +652,32 @@ class Session:
         if public is not None and (self.results.get(public) is None or self.results[public].status is not Status.PASSED):
             self._record(w, Status.HARNESS_ERROR, error={"type": "NotRun", "message": "the public workload did not pass"})
             raise _Stop
+        # the rounds' profiles follow the run (its secret seed and the workload), not the candidate: every candidate
+        # of a run gets the same (seed, profile) per round, so the checker computes each reference once
+        rng = random.Random(hashlib.sha256(f"{self.o.base_seed}|profiles|{w.name}".encode()).digest())
+        want: tuple[int, ...] = ()
+        if public is not None:  # a held-out shape probes only the profiles its rounds use (its public's fair ones)
+            want = plan.round_profiles(self._fair.get(public, (plan.NORMAL,)), self.o.heldout_rounds, rng, cover=False)
         t0 = time.monotonic()
         cache = fairness_cache_dir()
         reply, waited = self.dev.checkers.request(P.FairnessProbe(
             ctx=ctx, atol=w.atol, rtol=w.rtol, reduction_length=w.reduction_length,
-            cache_dir=str(cache) if cache is not None else None), ctx.key)
+            cache_dir=str(cache) if cache is not None else None, profiles=tuple(sorted(set(want)))), ctx.key)
         self._add(w.name, "fairness_s", time.monotonic() - t0)
         if not isinstance(reply, P.FairnessReply):  # the probe itself failed: the public distribution only
             self._fair[w.name] = (plan.NORMAL,)
             return (plan.NORMAL,) * (self.o.heldout_rounds if public else self.o.rounds), ()
         checks = plan.profile_checks(reply.verdicts)
-        if public is not None and not any(v.fair for v in reply.verdicts if v.profile == plan.NORMAL):
-            why = next((v.reason for v in reply.verdicts if v.profile == plan.NORMAL), "")
-            self._record(w, Status.HARNESS_ERROR, error={"type": "NotFair", "message": f"not fair at this shape: {why}"})
-            raise _Stop
         fair = plan.fair_profiles(reply.verdicts)
         self._fair[w.name] = fair
         if public is not None:
-            return plan.round_profiles(fair, self.o.heldout_rounds, self._rng, cover=False), checks
-        return plan.round_profiles(fair, self.o.rounds, self._rng), checks
+            if not any(v.fair for v in reply.verdicts if v.profile == plan.NORMAL):
+                why = next((v.reason for v in reply.verdicts if v.profile == plan.NORMAL), "")
+                self._record(w, Status.HARNESS_ERROR, error={"type": "NotFair",
+                                                             "message": f"not fair at this shape: {why}"})
+                raise _Stop
+            return tuple(p if p in fair else plan.NORMAL for p in want), checks
+        return plan.round_profiles(fair, self.o.rounds, rng), checks
 
     def _timed_profile(self, name: str) -> int:
         """A timed call's value profile: one of the workload's fair ones, drawn in secret."""

@@ -612,6 +612,8 @@ class FairnessProbe:
     cache_dir: str | None = None
     """Where the verdicts are cached (the parent's ``$KERNELGATE_CACHE/fairness``, outside the checker's scratch,
     which ends with the run); None: not cached."""
+    profiles: tuple[int, ...] = ()
+    """Probe only these (a held-out shape's rounds); empty: every profile the problem's annotation allows."""
 
 
 @message("fairness_reply")
