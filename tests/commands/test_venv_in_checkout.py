@@ -4,9 +4,10 @@ A copy of the checkout's code is made in a temporary folder and this test's own 
 into it as ``.venv`` (no copy of its bytes; skipped where that is impossible: not in a venv, or another
 filesystem). Then ``kernelgate run`` runs there, from that environment, on three bundled Triton kernels.
 
-Whatever the sandbox grants, the outcome must never blame the candidates for the environment: either the workers
-read the environment and the kernels PASSED, or the run stops early saying the environment is at fault, with
-HARNESS_ERROR records naming the cause and the fix (no RUNTIME_ERROR or COMPILE_ERROR about the interpreter's files).
+The workers' sandbox grants the interpreter's own folders wherever they are (harness/execute/boundary/landlock.py),
+so the kernels are PASSED; before it did, every candidate failed on a permission denial on the venv's files and the
+records blamed the candidates (RUNTIME_ERROR, COMPILE_ERROR). A run that fails on the environment anyway stops
+early and says so (tests/score/test_environment.py).
 """
 
 from __future__ import annotations
@@ -55,9 +56,5 @@ def test_a_venv_inside_the_checkout_never_fails_the_candidates(tmp_path):
         err = r.get("error") or {}
         if r["status"] in ("RUNTIME_ERROR", "COMPILE_ERROR", "CRASHED", "INVALID_CANDIDATE"):
             assert "Permission denied" not in f"{err.get('message')}{err.get('traceback_tail')}", r
-    if run.returncode == 0:
-        assert [r["status"] for r in records] == ["PASSED"] * len(records), records
-    else:
-        assert "stopped early" in run.stderr and "the environment is at fault, not the candidate" in run.stderr
-        assert all(r["status"] == "HARNESS_ERROR" and r["error"]["type"] == "EnvironmentFault" for r in records)
-        assert f"inside the project folder {clone}" in records[0]["error"]["message"]
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert [r["status"] for r in records] == ["PASSED"] * 3, records  # the workers read the venv, nothing else

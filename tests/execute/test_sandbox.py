@@ -350,6 +350,29 @@ def test_default_policy_keeps_project_root_out(layout):
     assert sandbox.SandboxPolicy.from_dict(policy.to_dict()) == policy
 
 
+def test_a_venv_inside_the_project_root_is_granted_and_nothing_else_of_it(layout, monkeypatch):
+    """Bug it stops: with ``python -m venv .venv`` in the checkout, the policy granted nothing under the project
+    root, the interpreter's own files included, and every candidate failed on a permission denial (blamed on
+    the candidates). The venv is the interpreter's; the checkout around it stays out."""
+    import site
+
+    root = layout["root"].resolve()
+    venv = root / ".venv"
+    (venv / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
+    (venv / "bin").mkdir()
+    monkeypatch.setattr(sys, "prefix", str(venv))
+    monkeypatch.setattr(sys, "exec_prefix", str(venv))
+    monkeypatch.setattr(sys, "executable", str(venv / "bin" / "python"))
+    monkeypatch.setattr(site, "getsitepackages", lambda: [str(venv / "lib" / "python3.11" / "site-packages")])
+    monkeypatch.setattr(sys, "path", [str(root), str(venv / "lib" / "python3.11" / "site-packages")])  # editable
+    policy = sandbox.default_policy(layout["scratch"], root, layout["problem"])
+    granted = {Path(p) for p in policy.read_dirs + policy.exec_dirs}
+    assert venv in granted or any(venv in g.parents or g == venv for g in granted)
+    assert root not in granted and not any(g in root.parents for g in granted)  # never the checkout as a whole
+    inside = {g for g in granted if root in g.parents}
+    assert all(g == venv or venv in g.parents or g in (root / "harness", root / "problems" / "gemm") for g in inside)
+
+
 def test_broad_folder_is_split_around_the_project_root(layout):
     """Granting a folder that contains the project root must not grant the root: the folder is split."""
     tmp = layout["tmp"].resolve()

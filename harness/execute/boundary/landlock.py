@@ -229,22 +229,31 @@ def _carve(path: Path, protected: tuple[Path, ...], hidden: tuple[Path, ...], se
     return out
 
 
-def _python_dirs(project_root: Path) -> list[Path]:
-    """The interpreter's prefixes, its site-packages and every sys.path entry (but those inside project_root)."""
-    dirs = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, os.path.dirname(sys.executable)]
+def _python_dirs(project_root: Path) -> tuple[list[Path], list[Path]]:
+    """(the interpreter's own folders outside ``project_root``, those inside it).
+
+    The interpreter's prefixes, its executable's folder, its site-packages and user site are its environment,
+    wherever they live: a virtual environment inside the checkout (``python -m venv .venv``, the usual layout) is
+    granted like one elsewhere. Other ``sys.path`` entries inside ``project_root`` are not (an editable install
+    puts the checkout itself there; the worker gets ``harness/`` and its problems' folders on their own)."""
+    env = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, os.path.dirname(sys.executable)]
     try:
-        dirs += site.getsitepackages()
+        env += site.getsitepackages()
     except AttributeError:  # old virtualenv's site.py
         pass
     if site.ENABLE_USER_SITE:
-        dirs.append(site.getusersitepackages())
-    dirs += [p for p in sys.path if p]  # "" is the working directory: the scratch folder in the worker
-    out = []
-    for d in dirs:
+        env.append(site.getusersitepackages())
+    outside, inside = [], []
+    for d in env:
         p = _real(d)
-        if not _is_within(p, project_root):
-            out.append(p)
-    return out
+        if p == project_root or _is_within(project_root, p):
+            continue  # never the checkout as a whole
+        (inside if _is_within(p, project_root) else outside).append(p)
+    for d in sys.path:  # "" is the working directory: the scratch folder in the worker
+        p = _real(d) if d else None
+        if p is not None and not _is_within(p, project_root):
+            outside.append(p)
+    return outside, inside
 
 
 def _cuda_dirs() -> list[Path]:
@@ -277,7 +286,8 @@ def default_policy(scratch: Path, project_root: Path, problem_path: Path, extra_
     * write (and read): ``scratch`` only -- it holds TMPDIR, the Triton /
       TileLang / XDG caches, $HOME and the output hand-off folder.
     * read + execute: the Python installation (prefixes, site-packages, and
-      sys.path entries outside ``project_root``), /usr, /lib*, /bin, /sbin,
+      sys.path entries outside ``project_root``; a virtual environment inside
+      ``project_root`` too), /usr, /lib*, /bin, /sbin,
       /opt, the CUDA toolkit (/usr/local/cuda*, $CUDA_HOME, $CUDA_PATH) and
       the driver folder /usr/local/nvidia.
     * read only: /etc, /proc, /sys, ``project_root/harness`` (the harness package),
@@ -288,7 +298,8 @@ def default_policy(scratch: Path, project_root: Path, problem_path: Path, extra_
       /dev/random, /dev/urandom, /dev/nvidia*, /dev/nvidia-caps/* (not
       /dev/shm, not disks), and the applying process's /proc/self/task.
 
-    Never readable: ``project_root`` as a whole (runs/, leaderboards/, result
+    Never readable: ``project_root`` as a whole, but for the interpreter's own
+    folders inside it (runs/, leaderboards/, result
     files, other submissions, the problems' reference data beyond this
     problem's folder), the user's home (beyond a Python installation inside
     it), /tmp, /var, /root, /home. A broad folder that contains one of these
@@ -311,7 +322,8 @@ def default_policy(scratch: Path, project_root: Path, problem_path: Path, extra_
             out += _carve(p, protected, hidden, seen)
         return out
 
-    executable = carve([Path(p) for p in _SYSTEM_READ] + _cuda_dirs() + _python_dirs(project_root))
+    python_outside, python_inside = _python_dirs(project_root)
+    executable = carve([Path(p) for p in _SYSTEM_READ] + _cuda_dirs() + python_outside) + python_inside
     seen.clear()
     extra = carve([_real(p) for p in extra_read])
     seen.clear()
