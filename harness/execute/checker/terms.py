@@ -157,7 +157,14 @@ def _mode_class() -> type:
             if pkt in views:
                 if not fl(a):
                     return None, False
-                return func(_full(mag(a), a), *args[1:], **kwargs), summed(a)
+                m = mag(a)
+                if not fl(m):  # exact: zeros of the view's shape, no memory
+                    return _full(0.0, out), summed(a)
+                m = _full(m, a)
+                try:
+                    return func(m, *args[1:], **kwargs), summed(a)
+                except RuntimeError:  # a view an expanded (broadcast) magnitude does not allow
+                    return func(m.contiguous(), *args[1:], **kwargs), summed(a)
             own = absval(out)
             if pkt in adds:
                 alpha = abs(float(kwargs.get("alpha", args[2] if len(args) > 2 else 1)))
