@@ -18,7 +18,7 @@ def _run(tmp_path: Path, candidate: str) -> str:
         import importlib.util, sys
         from harness.execute.worker.rules import audit
         from harness.execute.worker.rules import tamper
-        import torch
+        import torch, triton.runtime.jit, triton.runtime.autotuner  # loaded before the snapshot, as in the worker
         check = tamper.TamperCheck(); check.snapshot()
         log = audit.install(({str(tmp_path)!r},))
         spec = importlib.util.spec_from_file_location("cand", {str(cand)!r})
@@ -74,15 +74,24 @@ def test_library_code_may_still_do_what_candidates_may_not(tmp_path):
     assert "LOG []" in out, out
 
 
-def test_replaced_torch_functions_are_noticed(tmp_path):
-    """Exploit: slow the library (or fake a timer) by rebinding torch functions; not auditable, so compared."""
+def test_replaced_claim_machinery_is_noticed_and_torch_functions_are_not(tmp_path):
+    """Exploit: forge the kernel attribution by rebinding what the profiler and the launch counter rest on (not
+    auditable, so compared). Replacing a torch function changes only the candidate's own model, whose outputs are
+    checked outside the worker; PyTorch's Dynamo itself wraps ``torch.manual_seed`` when it is imported, so
+    watching torch's namespace accused every honest candidate that imports it."""
     out = _run(tmp_path, """
         import torch, torch.nn.functional as F
+        import triton.runtime.jit as J
+        from torch.autograd.profiler_util import FunctionEvent
         F.layer_norm = lambda *a, **k: None
-        torch.cuda.synchronize = lambda *a: None
+        torch.manual_seed = lambda s, _f=torch.manual_seed: _f(s)
+        J.JITFunction.run = lambda self, *a, **k: None
+        FunctionEvent.__init__ = lambda self, *a, **k: None
         RESULT = "patched"
     """)
-    assert "patched torch.nn.functional.layer_norm" in out and "patched torch.cuda.synchronize" in out, out
+    assert "patched triton.runtime.jit.JITFunction.run" in out, out
+    assert "patched torch.autograd.profiler_util.FunctionEvent.__init__" in out, out
+    assert "layer_norm" not in out and "manual_seed" not in out, out
 
 
 def test_exec_of_built_code_is_refused(tmp_path):
@@ -97,8 +106,8 @@ def test_exec_of_built_code_is_refused(tmp_path):
 
 
 def test_a_swapped_worker_component_is_noticed():
-    """Session 15's red team reached the worker through gc (past the audit hooks then) and replaced its guards
-    with a copy whose recorder saw nothing; the worker's own components are compared like modules' entries."""
+    """Exploit: candidate code that reaches the worker through gc (past the audit hooks) replaces its guards with a
+    copy whose recorder sees nothing; the worker's own components are compared like modules' entries."""
     from types import SimpleNamespace
 
     from harness.execute.worker import main as worker_mod
@@ -128,12 +137,12 @@ def test_the_worker_watches_every_component_it_sets_up():
     assert bound - state <= set(worker_mod.COMPONENTS), sorted(bound - state - set(worker_mod.COMPONENTS))
 
 
-def test_code_the_interpreter_would_run_on_the_trusted_thread_is_refused_or_reported(tmp_path):
-    """Routes to run candidate code on the worker's main thread with no frame or gc access (session 16's red
-    team): an audit hook of its own (called for every audited event, on every thread), a garbage-collector
-    callback (called on whichever thread allocates) and a replaced builtin or ``os`` function the worker's
-    loop looks up. The first is refused and logged (CPython then drops the new hook without an error), the
-    others are reported as patched."""
+def test_an_audit_hook_of_the_candidates_is_refused(tmp_path):
+    """An audit hook of its own would be called for every audited event, on every thread, the worker's included:
+    refused and logged (CPython then drops the new hook without an error). A garbage-collector callback or a
+    replaced builtin runs candidate code on the worker's thread only when the worker calls it, which the
+    trusted-thread guard ends (test_candidate_code_called_on_the_trusted_thread_ends_the_worker); they are not
+    reported as patched."""
     out = _run(tmp_path, """
         import builtins, gc, os, sys
         hits = []
@@ -149,7 +158,7 @@ def test_code_the_interpreter_would_run_on_the_trusted_thread_is_refused_or_repo
         RESULT = hits
     """)
     assert "kernelgate.test" not in out and "LOG ['sys.addaudithook']" in out, out
-    assert "gc.callbacks" in out and "patched builtins.len" in out and "patched os.getppid" in out, out
+    assert "PATCHED []" in out, out
 
 
 def test_candidate_code_called_on_the_trusted_thread_ends_the_worker(tmp_path):
@@ -175,7 +184,7 @@ def test_candidate_code_called_on_the_trusted_thread_ends_the_worker(tmp_path):
         class Box:
             pass
         box = Box()
-        weakref.finalize(box, sys.setprofile, None)  # session 16's second red team: a finalizer unsets the guard
+        weakref.finalize(box, sys.setprofile, None)  # a finalizer run on this thread tries to unset the guard
         del box
         print("LOG", log.take(), flush=True)
         m.helper(2)
