@@ -118,33 +118,6 @@ def test_profiler_starts_without_importing_dynamo():
     assert int(kernels) >= 2, out.stdout
 
 
-def test_ipc_bounds_check_with_a_live_exporter(tmp_path):
-    """Exploit: a descriptor whose byte range runs past the exported allocation, while the exporter is alive
-    (so the open succeeds and the bounds check is what refuses it)."""
-    from harness.execute.wire.handoff import HandoffTampered, import_outputs
-
-    exporter = textwrap.dedent("""
-        import json, sys, time, torch
-        from harness.execute.wire.handoff import OutputReader
-        t = torch.arange(1024, dtype=torch.float32, device="cuda")
-        descs, keep = OutputReader(torch).export([t])
-        print(json.dumps(descs), flush=True)
-        time.sleep(60)
-    """)
-    proc = subprocess.Popen([sys.executable, "-c", exporter], stdout=subprocess.PIPE, text=True, cwd=ROOT,
-                            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": "0"})
-    try:
-        descs = json.loads(proc.stdout.readline())
-        good = import_outputs(descs)
-        assert float(good[0][1023]) == 1023.0
-        forged = [{**descs[0], "shape": [1 << 30], "nbytes": 4 << 30}]
-        with pytest.raises(HandoffTampered, match="outside the exported allocation"):
-            import_outputs(forged)
-    finally:
-        proc.kill()
-        proc.wait()
-
-
 def _expected(folder: Path) -> dict[str, str]:
     out = {}
     for f in sorted(folder.glob("*.py")):

@@ -16,7 +16,7 @@ scratch=/dev/shm/kg; mkdir -p $scratch
 echo "== overhead probe ($(( $(date +%s) - t0 )) s)"
 timeout 60 python3 tools/device/overhead_probe.py 2>&1 | tail -12 | tee "$OUT/overhead.txt"
 echo "== pytest -m gpu ($(( $(date +%s) - t0 )) s)"
-timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/execute/test_gpu_engine.py tests/execute/test_handoff_gpu.py \
+timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/execute/test_gpu_engine.py tests/execute/test_outputs_gpu.py \
   2>&1 | tail -40 | tee "$OUT/pytest_gpu.txt"
 echo "== fixtures ($(( $(date +%s) - t0 )) s)"
 timeout 150 python3 -m harness run tests/execute/fixtures/mixed tests/execute/fixtures/gpu ${KG_EXTRA_FIXTURES:-} \
