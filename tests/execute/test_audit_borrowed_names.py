@@ -1,7 +1,7 @@
 """Code that wears a name not its own: the audit hooks' rules for made-up and borrowed file names.
 
 The hooks tell candidate code from library code by file name. Each test is an exploit that gave candidate code
-a name the hooks trusted (found by the session-15 red team, or written after it), run in a fresh interpreter
+a name the hooks trusted, run in a fresh interpreter
 with the hooks installed for the candidate's folder, as a worker installs them.
 """
 
@@ -49,7 +49,7 @@ def _run(tmp_path: Path, candidate: str, after: str = "", before: str = "") -> t
 
 
 def test_code_run_by_typing_from_a_string_annotation_is_the_candidates(tmp_path):
-    """The red team's route: typing.get_type_hints evaluates a string annotation as "<string>" code, which
+    """The route: typing.get_type_hints evaluates a string annotation as "<string>" code, which
     ran exec, gc.get_objects, sys._current_frames and subprocess as if it were library code."""
     result, log = _run(tmp_path, '''
         import typing
@@ -206,7 +206,7 @@ def test_honest_code_still_imports_and_uses_generated_code(tmp_path):
 
 def test_a_live_function_renamed_in_place_is_still_the_candidates(tmp_path):
     """_imp._fix_co_filename renames a live function's code in place, unaudited: the function's frames then
-    wore a library file's name (session 15's second red-team round reached the code through dis.Bytecode).
+    wore a library file's name (the code is reachable through dis.Bytecode).
     Candidate code is also known by the identity of its code objects. The rename is done by the trusted driver
     here, so that this rule alone is tested (reading ``__code__`` through ``dis`` is refused by another)."""
     result, log = _run(tmp_path, '''
@@ -229,7 +229,7 @@ def test_a_live_function_renamed_in_place_is_still_the_candidates(tmp_path):
 
 
 def test_a_standard_library_function_handed_the_operation_is_not_the_caller(tmp_path):
-    """Session 15's second red-team round: functools.singledispatch, copy.copy with __reduce_ex__, a
+    """Exploits: functools.singledispatch, copy.copy with __reduce_ex__, a
     unittest.mock side effect and a ThreadPoolExecutor called gc.get_objects, sys._current_frames or subprocess for the
     candidate; the frame that raised the event was the standard library's, which the hooks took for the caller."""
     result, log = _run(tmp_path, '''
@@ -258,7 +258,7 @@ def test_a_standard_library_function_handed_the_operation_is_not_the_caller(tmp_
 
 
 def test_a_library_function_handed_the_operation_is_not_the_caller(tmp_path):
-    """The trampolines session 15 left in the README's limits: a library function (torch's pytree, numpy) that
+    """Trampolines: a library function (torch's pytree, numpy) that
     calls the callable it is handed raised the event from its own frame, which the hooks took for the caller.
     A library frame now owns a screened event only when its code names the operation."""
     result, log = _run(tmp_path, '''

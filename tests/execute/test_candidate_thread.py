@@ -2,7 +2,7 @@
 
 Leak it stops: the thread's frame held the last request's arguments until the next request came. A checker keeps
 one such thread per library context, so each held its last inputs (a timed batch's up to 6 GiB); on the H200 three
-idle checkers held 27-39 GiB each and a neighbour ran out of memory (leaderboards/h200-2026-12-03-s11, run 1).
+idle checkers held 27-39 GiB each and a neighbour ran out of memory.
 """
 
 from __future__ import annotations

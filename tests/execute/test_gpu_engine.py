@@ -99,7 +99,7 @@ def test_profiler_attributes_the_forward_between_the_markers():
 
 def test_profiler_starts_without_importing_dynamo():
     """Every worker starts one: torch.profiler.profile's start imports Inductor, Dynamo and sympy (4-6 s per
-    H200 warm-up in session 8); KernelProfiler must not, and must still see kernels in its running window."""
+    warm-up on an H200 host); KernelProfiler must not, and must still see kernels in its running window."""
     code = textwrap.dedent("""
         import sys, time, torch
         torch.empty(1, device="cuda")

@@ -2,7 +2,7 @@
 
 Bug it stops: on the H200 a slot thread died inside the health probe (EBADF from a file descriptor another
 thread had closed twice); its task was never recorded and the GPU's lock was never released, so the run
-stalled until its budget ended with 21 candidates unrun (session 4, run 3).
+stalled until its budget ended with 21 candidates unrun.
 """
 
 from __future__ import annotations

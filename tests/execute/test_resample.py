@@ -55,7 +55,7 @@ def test_the_measures_used():
 
 
 def test_a_microsecond_kernels_jitter_is_not_a_disturbance():
-    """Cost it stops (H200, session 9's service load test at smoke sizes): 357 of 494 records were sampled twice,
+    """Cost it stops (H200, the service's load test at smoke sizes): 357 of 494 records were sampled twice,
     their sets spread by a median 6 us; the second set doubled the GPU's exclusive time and changed nothing."""
     tiny = [0.006 + 0.0012 * (i % 4) for i in range(40)]  # 6-9.6 us: ~30% relative, ~2 us absolute
     assert relative_iqr(tiny) > RESAMPLE_IQR and not disturbed(tiny)
@@ -103,7 +103,7 @@ def test_the_set_ids_never_meet():
 
 
 def test_a_side_stream_must_show_in_every_set():
-    """Bug it stops (H200, session 9's two suite runs, leaderboards/h200-2026-12-02-s9 run 3): six honest kernels
+    """Bug it stops (H200, two suite runs of the same code): six honest kernels
     were scored device-wide in one run because outside GPU work delayed the end of their calls by 21-65 us, and
     their medians moved 29-61% against the other run. A set whose work outlived the stream is taken again; a set
     that did not show it is scored on the stream's clock, even if it spread more."""
@@ -148,8 +148,8 @@ def test_no_second_set_on_the_cpu_path_or_after_a_failure():
 
 
 def test_the_gpu_is_held_idle_before_the_last_set_only_when_every_set_so_far_was_unsettled(slept):
-    """A disturbance that outlasted two sets (GPU work outside the gate, about a second in session 10's suite
-    runs) is given RESAMPLE_PAUSE_S to pass before the last set; a settled second set ends the phase unpaused."""
+    """A disturbance that outlasted two sets (GPU work outside the gate, about a second in suite
+    runs on an H200) is given RESAMPLE_PAUSE_S to pass before the last set; a settled second set ends the phase unpaused."""
     phase, calls = _phase([_set(NOISY, NOISY), _set(QUIET, NOISY), _set(QUIET, QUIET)])
     result, note = phase.sample_settled(None, None, None, None, 1.0)
     assert calls == list(SET_ID_BASES) and slept == [timing_phase.RESAMPLE_PAUSE_S] and result[0] is QUIET
@@ -174,8 +174,8 @@ def test_an_unsettled_set_notes_the_hosts_load(monkeypatch):
 
 def test_the_scored_sets_tail_gaps_are_kept_for_diagnosis():
     """Each set's median end-event-to-device-end gap (both sides) is kept, and the scored set's goes into
-    phase_s: the data to tell a real side stream from host latency in the worker (session 11: an honest kernel
-    run alone had every set 34 us late on its side)."""
+    phase_s: the data to tell a real side stream from host latency in the worker (an honest kernel run alone had
+    every set 34 us late on its side)."""
     phase = TimingPhase(types.SimpleNamespace(cuda=True, _phases={},
                                               dev=types.SimpleNamespace(activity=DeviceActivity())))
     sets = [_set(NOISY, NOISY), _set(QUIET, QUIET)]
@@ -250,8 +250,8 @@ def test_a_phase_that_ends_on_a_failed_verification_drops_the_checkers_other_kep
 
 
 def test_a_disturbed_sets_note_names_the_neighbours_building_or_exiting_beside_it():
-    """What it is for: the residual disturbances of sessions 11-12 came with few threads runnable on the host
-    (leaderboards/h200-2026-12-03-s12, run 4: a Triton GELU disturbed in all three sets, 2-3 threads runnable).
+    """What it is for: the residual disturbances of H200 suite runs came with few threads runnable on the host
+    (a Triton GELU disturbed in all three sets, 2-3 threads runnable).
     Workers building (models, warm inputs, dry forwards) and exiting do GPU work outside the gate; the note and
     the record say how much of it overlapped each set, so a suite run can tell whether it explains them."""
     def during(i, activity):

@@ -40,7 +40,7 @@ def _phase(batch_ms: list[float], cuda: bool = True, fail_at: int | None = None)
 
 
 def test_two_slowed_batches_are_confirmed_before_a_host_bound_score():
-    """Bug it stops (H200, leaderboards/h200-2026-12-03-s14 run 1): a TileLang depthwise convolution at 0.121 ms
+    """Bug it stops (H200 suite run): a TileLang depthwise convolution at 0.121 ms
     on its events was scored host-bound at 0.211 ms, on two batches slowed by a loaded host (4.03 and 3.08 ms,
     against 2.56 ms in four other runs). Two more batches at the quiet machine's pace settle it on the events."""
     phase, asked = _phase([4.03, 3.08, 3.3, 2.56])

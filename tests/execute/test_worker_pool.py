@@ -100,7 +100,7 @@ def test_pool_starts_no_more_workers_than_candidates_left(tmp_path):
 
 def test_a_standing_demand_keeps_the_pool_full_after_its_run_is_served():
     """A service lane's kept executor (KeptExecutor) expects more runs: its pools refill to their size even when
-    the run's own candidates are all served. Cost it stops (H200, session 10's load test): the first twelve
+    the run's own candidates are all served. Cost it stops (the service's H200 load test): the first twelve
     records of each batch of 64 had waited a median 8.2 s for a worker, 10-13 s between batches."""
     run_only, standing = Demand(1), Demand(1, standing=True)
     for d in (run_only, standing):
@@ -193,7 +193,7 @@ def test_close_ends_workers_still_warming_up(tmp_path):
 
 def test_a_worker_makes_its_gpu_context_only_with_a_background_place_in_the_gate(tmp_path):
     """Bug it stops: workers starting beside a timed workload (their CUDA context and profiler made outside the
-    gate) slowed honest kernels' libraries 3-11x in session 9's service load test. Given the device's gate, a
+    gate) slowed honest kernels' libraries 3-11x in the service's load test. Given the device's gate, a
     pre-started worker stops before that step and waits: while a timing holds the gate exclusively it never
     becomes warm; once the gate is free it does, and its slot is given back. (On the CPU the step is empty; the
     handshake is the same.)"""

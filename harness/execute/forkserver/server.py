@@ -7,11 +7,12 @@ sandbox, no candidate, no seed, no reference, no result ever reaches it. Each ``
 worker's folder, environment, arguments and four descriptors (the worker's ends of its two protocol pipes, its
 stdout and stderr); the forked child becomes a fresh worker (:func:`harness.execute.worker.main.main`) in a session of
 its own, keeping only those descriptors, and from there on does exactly what a worker started by ``exec`` does:
-resource limits, Landlock, audit hooks and its warm-up, all before candidate code.
+it crosses the OS boundary (:mod:`harness.execute.boundary.enter`: namespaces, limits, Landlock, seccomp, no
+privileges), installs its audit hooks and warms up, all before candidate code.
 
-Why: importing torch and Triton cost 5.3 s of CPU per worker on session 12's H200 host (about 550 s of a 112 s
-suite on 16 cores, every candidate's worker paying it again), and the first candidates waited for sixteen
-such imports side by side. A fork shares the imported pages instead.
+Why: importing torch and Triton costs about 5 s of CPU per worker on an H200 host (about 550 s of a 112 s suite on
+16 cores, every candidate's worker paying it again), and the first candidates waited for sixteen such imports side
+by side. A fork shares the imported pages instead.
 
 The server is a child subreaper (:mod:`harness.execute.parent.reaper`): an orphan of a forked worker's tree that
 leaves the worker (the worker ended first, or its candidate cleared the worker's own flag) becomes the server's

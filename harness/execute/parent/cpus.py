@@ -16,18 +16,16 @@ A process's affinity is set thread by thread (``/proc/PID/task``); threads
 and children it starts later inherit it. Bug it stops: on the H200, with 12
 jobs on 16 cores, a Triton 1x1 convolution (114 us on the GPU) took 465 us
 per launch while its neighbours warmed up, so it was scored host-bound in
-one run and on its CUDA events in the next (leaderboards/h200-2026-12-02-s7,
-run5-bench: 0.114 vs 0.424 ms, 272% apart). Until session 11 the timed pair
-was widened to every core rather than pinned to the reserved ones, and the
-scheduler could leave its threads on a busy core: a TileLang SwiGLU launched
-in 267 us per call (129 us on the GPU) in one of session 10's two suite runs
-and was scored host-bound at 5x its other run's time
-(leaderboards/h200-2026-12-02-s10, run 1).
+one run and on its CUDA events in the next (0.114 vs 0.424 ms, 272% apart).
+A timed pair widened to every core, rather than pinned to the reserved ones,
+left its threads where the scheduler put them, on a busy core: a TileLang
+SwiGLU launched in 267 us per call (129 us on the GPU) and was scored
+host-bound at 5x its time in another run.
 
-Limits: a candidate can set its own affinity (no sandbox rule stops
-``sched_setaffinity``) and so run on reserved cores while another workload is
-timed; that only takes CPU from a neighbour's timing, which a candidate can
-do on any core by spinning.
+Limits: a candidate can set its own affinity (``sched_setaffinity`` on its
+own threads is allowed: thread pools pin theirs) and so run on reserved cores
+while another workload is timed; that only takes CPU from a neighbour's
+timing, which a candidate can do on any core by spinning.
 """
 
 from __future__ import annotations

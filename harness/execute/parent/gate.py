@@ -14,7 +14,7 @@ which keeps timing out like a shared slot but is not counted against
 ``shared_max`` (dozens of workers warming up must not take the correctness
 rounds' slots). A finished worker's exit is not gated: waiting for a place
 before it kept a job slot idle a median 0.31 s (up to 4.3 s) per candidate in
-session 11's H200 load test.
+an H200 load test of the service.
 
 Bug it stops: with one plain lock per GPU, the correctness rounds (95% of the
 locked time in the first H200 bundle run: 422 s of 446 s) serialized the whole
@@ -29,7 +29,7 @@ import threading
 class DeviceGate:
     def __init__(self, shared_max: int = 3, background_max: int = 0):
         """``background_max``: context start-ups at once (0: no limit). Forked workers become ready together and
-        made their contexts in 1.5-2.0 s median against 0.9-1.0 s for workers started one by one (session 13),
+        made their contexts in 1.5-2.0 s median against 0.9-1.0 s for workers started one by one on an H200,
         each holding a background place that keeps a timing phase waiting; a limit trades that for a slower
         first wave (not yet measured on the GPU)."""
         if shared_max < 1:

@@ -185,10 +185,10 @@ class KeptExecutor:
     """One :class:`LocalExecutor` kept between runs by a long-lived caller (a service lane), so that its checkers
     and pre-started workers outlive a batch.
 
-    Why: each run starting its own cost the service's H200 load test (session 9) 15-22 s between batches of 64,
-    a quarter of its time. Its pools keep their pre-started workers ready between runs (``Demand.standing``):
-    with the kept executor but pools that emptied as each run's demand ran out, session 10's load test still
-    had 10-13 s between batches: the first twelve records of each batch had waited a median 8.2 s for a worker.
+    Why: each run starting its own cost the service's H200 load test 15-22 s between batches of 64, a quarter of
+    its time. Its pools keep their pre-started workers ready between runs (``Demand.standing``): with the kept
+    executor but pools that emptied as each run's demand ran out, the load test still had 10-13 s between
+    batches: the first twelve records of each batch had waited a median 8.2 s for a worker.
     :meth:`acquire` rebinds the kept executor to the next run when it can (:meth:`LocalExecutor.rebind`);
     otherwise it is closed and replaced by one sandboxed for the old and the new problems.
 

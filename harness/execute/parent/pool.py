@@ -14,15 +14,15 @@ never while a workload on that GPU is timed.
 Nothing about the candidate is known to the worker before its spec, so the
 isolation guarantees are those of a freshly spawned worker. Workers are forked
 from the run's fork server (:mod:`harness.execute.parent.forks`) unless the run
-says ``--spawn exec``: the import of torch and Triton, 5.3 s of a warm-up on
-session 12's H200 host, is then paid once per run.
+says ``--spawn exec``: the import of torch and Triton, about 5 s of a warm-up
+on an H200 host, is then paid once per run.
 
 A worker counts as idle only once it has written its warm line
 (:func:`harness.execute.wire.protocol.warm_line`, with the seconds each warm-up
 step took), so a session is handed a worker that is ready, the oldest first,
 instead of the one it happened to spawn. At most ``max_starting`` warm up at
 once: twice the cores by default, in effect no limit below the pool's size.
-Measured (session 8): a quarter of the H200 host's cores (4 of 16) made the
+Measured on an H200 host: a quarter of its cores (4 of 16) made the
 warm-ups the bottleneck of a 12-job run (the median candidate waited 16.7 s
 for a worker; 2,302 evaluations per GPU-hour against 2,905 with no limit),
 because one warm-up takes about 12 s even when few run beside it; one per

@@ -103,9 +103,9 @@ def wait_ready(w: "WorkerProc", timeout_s: float, gate: Any = None) -> bool:
     With ``gate`` (a :class:`harness.execute.parent.gate.DeviceGate`; the worker was told ``gpu_gate``), the worker
     first writes :data:`~harness.execute.wire.protocol.GPU_WANT_LINE`: it is let go with a background place in the
     gate held until its warm line (or its end), so its CUDA context and profiler are never made while a workload is
-    timed. Bug it stops: workers starting beside a timed workload slowed honest kernels' libraries 3-11x in
-    session 9's service load test, and the suite's disturbed timing sets came in runs of about a second (a
-    worker's warm-up on the H200 makes its context in 0.3-0.6 s)."""
+    timed. Bug it stops: workers starting beside a timed workload slowed honest kernels' libraries 3-11x in the
+    service's load test, and the suite's disturbed timing sets came in runs of about a second (a worker's warm-up
+    on the H200 makes its context in 0.3-0.6 s)."""
     import select
     import time
 

@@ -44,8 +44,8 @@ RESAMPLE_IQR = 0.05
 RESAMPLE_IQR_MS = 0.005
 """...and its IQR is also above this many milliseconds: a microsecond kernel's samples spread by more than 5%
 without any disturbance (event and launch jitter), and the second set only doubled the GPU's exclusive time
-(session 9's service load test at smoke sizes: 357 of 494 records sampled twice, IQRs a median 6 us); a
-neighbour's disturbance spreads a set by tens of microseconds (that session's suite: 7-155 us)."""
+(the service's load test at smoke sizes: 357 of 494 records sampled twice, IQRs a median 6 us); a neighbour's
+disturbance spreads a set by tens of microseconds (7-155 us in the suite)."""
 RESAMPLE_MAX_S = 1.0
 """...unless the sets so far took longer than this (slow kernels: their sets are long, and quiet for it)."""
 MAX_SETS = 3
@@ -148,12 +148,11 @@ class TimingPhase:
         Bugs it stops:
 
         * In each H200 suite run 6-14 of about 100 records had a sample set whose relative IQR was 5-40% where
-          the same kernel's is 1% (leaderboards/h200-2026-12-02-s8, runs 1-2: a Triton RMSNorm at 0.135 ms in
-          one run, its samples spread 0.177-0.249 ms in the next), and their medians moved by 30-85%. The
-          disturbance (GPU work of a neighbour's start-up, outside the gate) passes; a later set is measured
-          after it.
-        * Six of the seven records that moved by 29-61% between session 9's two suite runs
-          (leaderboards/h200-2026-12-02-s9, run 3) were scored device-wide in one run: outside work had
+          the same kernel's is 1% (a Triton RMSNorm at 0.135 ms in one run, its samples spread 0.177-0.249 ms
+          in the next), and their medians moved by 30-85%. The disturbance (GPU work of a neighbour's start-up,
+          outside the gate) passes; a later set is measured after it.
+        * Six of the seven records that moved by 29-61% between two suite runs were scored device-wide in one
+          run: outside work had
           delayed the end of every call by 21-65 us, which reads as the candidate's own work outliving its
           stream (:func:`harness.measure.timing.choose_windows`). A side stream now has to show in every set
           taken; a set that did not show it is scored on the stream's clock.
@@ -252,8 +251,8 @@ class TimingPhase:
             libs = lib.samples
             self._account(w.name, t_block, t_lib, time.monotonic(), reps, libs, hold)
             # the next block's hold: twice the slower side's median launch time (the largest of 8 sized every
-            # hold by one late call: in the H200 runs of session 7 a pair's holds were 1.6-4 ms for launches of
-            # 0.3-0.5 ms); a call whose launch outlasts its hold only times its own host overhead
+            # hold by one late call: on the H200 a pair's holds were 1.6-4 ms for launches of 0.3-0.5 ms); a call
+            # whose launch outlasts its hold only times its own host overhead
             hold = hold_for(max(statistics.median(r.enqueue_us for r in reps),
                                 statistics.median(x.enqueue_us for x in libs)))
             if kept_here:  # every call of the block is committed already; the chosen ones are read now
@@ -339,10 +338,9 @@ class TimingPhase:
         as many batches again are taken and the decision is made on all of them: the shortest batch is the
         least disturbed, and a delay only ever lengthens one, so more batches only bring the parent's clock
         closer to the truth. Bug it stops: a TileLang depthwise convolution (0.121 ms on its events in four
-        suite runs) was scored host-bound at 0.211 ms in the fifth, on two batches slowed by a loaded host
-        (leaderboards/h200-2026-12-03-s14, run 1). Its first batch was the slower of its two in every run
-        (3.2-4.9 ms against 2.56 ms), so the decision rested on one batch (in 445 of that session's 714 suite
-        records the first batch was the slower).
+        suite runs) was scored host-bound at 0.211 ms in the fifth, on two batches slowed by a loaded host. Its
+        first batch was the slower of its two in every run (3.2-4.9 ms against 2.56 ms), so the decision rested
+        on one batch (in 445 of 714 suite records the first batch was the slower).
         """
         info, checks = None, 0
         for _ in range(2 if self.s.cuda else 1):

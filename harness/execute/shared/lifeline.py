@@ -29,13 +29,11 @@ def watch_parent(interval_s: float = 1.0, pid: int | None = None) -> threading.T
     harness, not the server: :mod:`harness.execute.forkserver.server`). Its end is seen through a pidfd; where none can be
     opened, the watch falls back to the parent.
 
-    A worker starts it after its Landlock lock-down, so the thread is confined like every thread the candidate
-    can reach (Landlock restricts the thread that asks and the threads it starts later, not earlier ones). The
-    loop takes everything it calls into its own locals when it starts, before any candidate code is imported:
-    it looks nothing up in a module afterwards, so replacing ``select.select`` or ``os.getppid`` does not run
-    candidate code on it. Bug it stops: the thread started before the lock-down and looked ``select.select`` up
-    at each tick; a candidate replaced it and its code ran there unconfined, writing into the harness's own
-    package and signalling the fork server (session 16's red team)."""
+    The checker starts it. A confined worker does not: its keeper, outside its namespaces and out of its
+    candidate's reach, is its lifeline (:mod:`harness.execute.boundary.enter`); only a worker started with
+    ``--isolation off`` starts this watch, after its limits. The loop takes everything it calls into its own
+    locals when it starts, before any candidate code is imported: it looks nothing up in a module afterwards,
+    so replacing ``select.select`` or ``os.getppid`` does not run candidate code on it."""
     parent = os.getppid()
     pidfd = None
     if pid is not None and pid != parent:

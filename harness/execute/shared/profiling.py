@@ -79,8 +79,8 @@ class KernelProfiler:
     """Kineto with CUDA activity only (``torch.autograd.profiler.profile``).
 
     Not ``torch.profiler.profile``: its start asks ``hasattr(torch, "_inductor")``,
-    which imports Inductor, Dynamo and sympy (4.4-6.0 s of every H200 worker's
-    warm-up in session 8); the autograd profiler under it starts the same Kineto
+    which imports Inductor, Dynamo and sympy (4.4-6.0 s of every worker's
+    warm-up on an H200 host); the autograd profiler under it starts the same Kineto
     session without that.
 
     ``running=True`` (the worker): profiling is on from construction, and

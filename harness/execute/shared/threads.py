@@ -27,7 +27,7 @@ def _serve(requests: "queue.Queue", replies: "queue.Queue") -> None:
     reference to its callable, arguments or result. Leak it stops: the frame kept the last request's arguments
     until the next one came, and a checker keeps one such thread per library context (up to eight), so each
     held its last inputs, a timed batch's among them (up to 6 GiB each); on the H200 three checkers held 27-39
-    GiB each and a neighbour's batch ran out of memory (leaderboards/h200-2026-12-03-s11, run 1, max_dim)."""
+    GiB each and a neighbour's batch ran out of memory."""
     while True:
         item = requests.get()
         if item is None:
@@ -100,6 +100,6 @@ def forward(model: Any, inputs: list, seed: int | None) -> list:
         out = model(*inputs)
     # flattened here, and the candidate's own container dropped on this thread: the worker's trusted thread then
     # never frees it. Exploit it stops: a list subclass with a weakref.finalize whose callback (the library's
-    # gelu.out, a C function) filled the output when the trusted thread dropped the list, after the call's clock
-    # (session 16's second red-team round)
+    # gelu.out, a C function) filled the output when the trusted thread dropped the list, after the call's
+    # clock, where the dispatch recorder does not look
     return flatten_outputs(out)

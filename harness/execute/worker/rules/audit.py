@@ -56,7 +56,7 @@ folder (a ``.pyc`` keeps the name it was built with, ``py_compile``'s
 traceback printer compiles pieces of a library file's lines under its name
 (an honest candidate's exception in ``__del__`` would have been refused).
 
-Limits (README "Security"): hooks are per process and see only what CPython
+Limits (docs/security.md): hooks are per process and see only what CPython
 audits; attribute assignment on classes and modules is not audited (the
 worker verifies the identity of what it uses instead, see
 :mod:`harness.execute.worker.rules.tamper`); native code already loaded can do anything.
@@ -91,7 +91,7 @@ OWN_USE = ("/warnings.py", "/collections/__init__.py", "/enum.py", "/typing.py",
 them: ``warnings.warn`` and ``logging`` find their caller, ``namedtuple``, ``enum`` and ``typing`` their module,
 ``inspect.signature`` reads ``__code__``. Any other standard-library frame that raises a direct event for
 candidate code is a function handed the operation: ``functools.singledispatch(gc.get_objects)``, ``copy.copy`` of
-an object whose ``__reduce_ex__`` returns ``gc.get_objects`` (session 15's second red-team round)."""
+an object whose ``__reduce_ex__`` returns ``gc.get_objects``."""
 HARNESS_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))) + os.sep
 """The harness package's folder: a thread whose stack has its code is the harness's (the candidate thread's
 loop), not one the candidate started."""
@@ -114,7 +114,7 @@ SCREENED_OPS = {
 function, e.g. ``gc.get_objects``, ``subprocess.run``, ``getattr(f, "__code__")``), or its module is being
 imported. A library frame that does not is a trampoline: ``torch.utils._pytree.tree_map(gc.get_objects, ...)``,
 ``tree_map(os.system, ...)``, ``numpy.vectorize(gc.get_objects)`` ran the operation for the candidate that handed
-it over (session 15's second red-team round). The attributes in :data:`GUARDED_ATTRS` are screened the same way
+it over. The attributes in :data:`GUARDED_ATTRS` are screened the same way
 (the name is the attribute's). Not screened, so owned by the first library frame as before: ``ctypes``
 (``ctypes.call_function`` is raised by every foreign call a library makes), sockets, ``compile`` and ``exec``
 (what code run so does is judged by its frames). ``sys._getframe`` is screened although libraries call it
@@ -332,12 +332,12 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
             frame = trigger()
             if frame is NO_CALLER or frame.f_code is not state["sealed"]:
                 log.add(f"{event}: on the trusted thread")
-                raise Refused(f"kernelgate: {event} on the worker's trusted thread (audit hook); see README 'Security'")
+                raise Refused(f"kernelgate: {event} on the worker's trusted thread (audit hook); see docs/security.md")
         if event == "open":
             if args and _memory_file(args[0]):
                 log.add(f"open: ...{str(args[0])[-60:]}")
                 raise Refused("kernelgate: a process's memory file is not opened in a worker (audit hook); see "
-                              "README 'Security'")
+                              "docs/security.md")
             return
         if event == "exec" and args and isinstance(getattr(args[0], "co_filename", None), str) \
                 and is_candidate(args[0].co_filename):
@@ -352,7 +352,7 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
                 guard.busy = False
             if why is not None:
                 log.add(f"{event}: {why}")
-                raise Refused(f"kernelgate: {why} (audit hook); see README 'Security'")
+                raise Refused(f"kernelgate: {why} (audit hook); see docs/security.md")
         frames = event in FRAME_EVENTS
         ops = SCREENED_OPS.get(event)
         if event in DIRECT:
@@ -380,7 +380,7 @@ def install(candidate_roots: tuple[str, ...], exempt: tuple[str, ...] = ()) -> A
         if refused:
             detail = f"{event}: {', '.join(str(a)[:40] for a in args[:2])}" if args else event
             log.add(detail)
-            raise Refused(f"kernelgate: {event} is not allowed in candidate code (audit hook); see README 'Security'")
+            raise Refused(f"kernelgate: {event} is not allowed in candidate code (audit hook); see docs/security.md")
 
     sys.addaudithook(hook)
     log.guards = trusted_thread.guards(roots, exempt_roots, own)
@@ -393,7 +393,7 @@ def _memory_file(path: object) -> bool:
     one): writing it rewrites the worker's memory, reading it reads the channel's key. Landlock cannot refuse it:
     ``/proc/self/task`` must stay writable (CUDA names its threads there), and ``mem`` lies beneath it. Bug it
     stops: a sandboxed candidate opened ``/proc/self/task/TID/mem`` for writing and patched its own process's
-    bytes, no ``ctypes`` needed (session 16). A relative ``mem`` is refused whatever the folder (``os.open``
+    bytes, no ``ctypes`` needed. A relative ``mem`` is refused whatever the folder (``os.open``
     with a ``dir_fd`` names no folder in its audit event)."""
     if isinstance(path, bytes):
         path = path.decode(errors="replace")

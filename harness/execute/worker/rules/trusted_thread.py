@@ -27,8 +27,10 @@ def guards(roots: tuple[str, ...], exempt_roots: tuple[str, ...], own: dict):
     classes are reachable (``object.__subclasses__()``), and a method, builtin or standard-library function the
     worker's loop calls, replaced for a moment and put back before the identity check
     (:mod:`harness.execute.worker.rules.tamper`), runs there; so do a garbage-collector callback, a finalizer, an exception's
-    ``__str__``. Bug it stops: a forward that did no work replaced ``Worker.handoff`` with a wrapper that computed
-    the right output of the call about to be checked, put the method back, and was PASSED (session 16).
+    ``__str__``. Protects: the dispatch record's view of the work (library-fallback detection on the CPU path): a
+    forward that did no work and had a method of the worker's loop, replaced for a moment, compute its outputs
+    with the library on this thread would leave the library's ops out of the record (outputs are committed and
+    read outside the worker, so it gains no other way: work done late is still counted by the parent's clock).
 
     Everything it uses is bound here, in its closure (reachable only through the interpreter's profiler or
     monitoring slots), so a replaced builtin is not called from inside it; candidate code is told by file name and
