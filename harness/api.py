@@ -139,7 +139,7 @@ def evaluate_batch(candidates: Sequence["CandidateSource | Mapping[str, Any]"], 
                    device: str | None = None, gpus: Sequence[int] | None = None, jobs: int | None = None,
                    problems: str | os.PathLike | None = None, overrides: Mapping[str, Any] | None = None,
                    executor: str = "local", ray_address: str | None = None, out: str | os.PathLike | None = None,
-                   seed: int | None = None, sandbox: bool = True, thresholds: Any = None,
+                   seed: int | None = None, sandbox: bool = True, isolation: str = "strict", thresholds: Any = None,
                    scratch: str | os.PathLike | None = None, timing: bool | None = None) -> list[list["JobResult"]]:
     """Evaluate several candidates in one engine run; one list of records (one per workload) per candidate.
 
@@ -155,9 +155,13 @@ def evaluate_batch(candidates: Sequence["CandidateSource | Mapping[str, Any]"], 
     private candidate folders go (default the system temp folder).
     ``timing``: time the kernels (default: on a GPU only, as ``kernelgate
     run``; True on the CPU path records host-clock times, never a verdict).
+    ``isolation``: the workers' OS boundary required (``strict``, ``available``
+    or ``off``, as ``kernelgate run --isolation``; docs/security.md).
 
     Raises ValueError/TypeError for a bad argument (naming it), before
     anything runs; a candidate's own failure is a record, never an exception.
+    Raises harness.execute.parent.isolation.IsolationUnavailable when
+    ``isolation="strict"`` and this machine cannot confine the workers.
     """
     from harness import env as envmod
     from harness.results.store import ResultStore
@@ -200,7 +204,8 @@ def evaluate_batch(candidates: Sequence["CandidateSource | Mapping[str, Any]"], 
     tmp = Path(tempfile.mkdtemp(prefix="kernelgate-api-", dir=scratch))
     try:
         engine = Engine(EngineConfig(device=device, scratch_root=tmp, gpus=gpu_t, jobs=jobs or min(8, os.cpu_count() or 1),
-                                     executor=executor, ray_address=ray_address, sandbox=sandbox, seed=seed,
+                                     executor=executor, ray_address=ray_address, sandbox=sandbox,
+                                     isolation=isolation, seed=seed,
                                      timing=timing),
                         thresholds=thresholds)
         with _device_lock(device, gpu_t, executor):

@@ -93,7 +93,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if not tokens.clients:
             raise SystemExit(f"kernelgate: error: --tokens {args.tokens} has no clients; add one with --add-client NAME")
     if not args.yes_execute:
-        print("note: the service executes untrusted candidate code (isolated subprocesses, Landlock sandbox; see "
+        print("note: the service executes untrusted candidate code (confined subprocesses: namespaces, seccomp, "
+              "Landlock; see "
               "docs/security.md); --yes-execute silences this note", file=sys.stderr)
 
     from harness import env as envmod
@@ -119,7 +120,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         engines = build_engines(device, results / "serve" / "scratch", gpus=gpus, jobs=jobs, executor=args.executor,
                                 ray_address=args.ray_address, ray_lanes=args.ray_lanes, thresholds=thresholds,
                                 problem_paths=[p.path for p in reg],
-                                sandbox=not args.no_sandbox, check_slots=args.check_slots, seed=args.seed,
+                                sandbox=not args.no_sandbox, isolation=args.isolation, check_slots=args.check_slots,
+                                seed=args.seed,
                                 compile_timeout_s=args.compile_timeout, round_timeout_s=args.round_timeout,
                                 timing_timeout_s=args.timing_timeout, prestart=not args.no_prestart,
                                 spawn=args.spawn, timing=args.timing)
@@ -190,7 +192,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     eng.add_argument("--no-prestart", action="store_true", help="no pre-started workers (see kernelgate run --help)")
     eng.add_argument("--spawn", choices=("fork", "exec"), default="fork",
                      help="how workers start: forked from a fork server (default) or exec (see kernelgate run --help)")
-    eng.add_argument("--no-sandbox", action="store_true", help="no Landlock sandbox in the workers (recorded)")
+    eng.add_argument("--isolation", choices=("strict", "available", "off"), default="strict",
+                     help="the workers' OS boundary (docs/security.md): 'strict' (default) refuses to start on a "
+                          "machine that cannot give all of it; 'available' runs with what it allows (recorded)")
+    eng.add_argument("--no-sandbox", action="store_true", help="same as --isolation off")
     eng.add_argument("--tau-lib", type=float, default=0.8, help="E_lib gate (default 0.8)")
     eng.add_argument("--tau-roof-memory", type=float, default=0.5, help="U_roof gate, memory-bound (default 0.5)")
     eng.add_argument("--tau-roof-compute", type=float, default=0.25, help="U_roof gate, compute-bound (default 0.25)")

@@ -98,6 +98,8 @@ class EngineConfig:
     """``local`` (worker subprocesses on this machine) or ``ray`` (one Ray task per candidate)."""
     ray_address: str | None = None
     sandbox: bool = True
+    isolation: str = DEFAULTS.isolation
+    """The workers' OS boundary required (:attr:`RunOptions.isolation`: ``strict``, ``available`` or ``off``)."""
     check_slots: int = 3
     seed: int | None = None
     """Base seed of every run; None: a fresh secret one per run (recorded in each record's base_seed)."""
@@ -223,7 +225,8 @@ class Engine:
         opts = preset.run_options(
             cfg.device, timing=cfg.timing, gpus=cfg.gpus, base_seed=seed, jobs=max(1, cfg.jobs),
             scratch_root=cfg.scratch_root / "kept" if keeper is not None else root / "scratch",
-            sandbox=cfg.sandbox, check_slots=cfg.check_slots, compile_timeout_s=cfg.compile_timeout_s,
+            sandbox=cfg.sandbox, isolation=cfg.isolation, check_slots=cfg.check_slots,
+            compile_timeout_s=cfg.compile_timeout_s,
             round_timeout_s=cfg.round_timeout_s, timing_timeout_s=cfg.timing_timeout_s, prestart=cfg.prestart,
             spawn=cfg.spawn)
         problems = {it.problem.id: it.problem for it in items}
