@@ -8,8 +8,8 @@ KernelBench-format file in the repository (``tests/fixtures/kernelbench`` and
 ``tests/execute/fixtures/correctness/kernelbench``, level 1 and 2, at their own sizes, float32), it runs the
 checker's own rules on the CPU: the fairness probe (:func:`harness.execute.checker.fairness.judge` on
 :func:`~harness.execute.checker.fairness.local_reference`), the held-out extents and boundary values
-(:mod:`harness.problems.heldout`), two held-out shapes drawn with the documentation seed :data:`SEED` and the
-standard profile's verdict at each. Verdicts on a GPU are probed by the checker on that GPU at the workload's own
+(:mod:`harness.problems.heldout`), two held-out shapes drawn with the documentation seed :data:`SEED` within the
+GPU's byte budget (the CPU path's is smaller) and the standard profile's verdict at each. Verdicts on a GPU are probed by the checker on that GPU at the workload's own
 sizes (and cached); this table is the CPU's at the sizes named.
 """
 
@@ -86,7 +86,7 @@ def _rows(problem, workloads: list) -> list[list[str]]:
 
 def _table(rows: list[list[str]]) -> list[str]:
     head = ["problem", "workload", "fair profiles", "not fair (why)", "held-out extents: boundary values",
-            f"held-out shapes drawn with seed {SEED} (standard profile there)"]
+            f"held-out shapes drawn with seed {SEED}, GPU byte budget (standard profile there)"]
     out = ["| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
     out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
     return out

@@ -17,9 +17,11 @@ Which values (:func:`boundary_values`), for an extent of public value ``v``: one
 below and above, and smaller and larger ones off every power of two (``v // 2 + 1``, ``v + v // 2 + 1``) -- none
 a multiple of a common tile size unless ``v`` is tiny. A held-out shape moves every extent at once: each extent,
 in an order drawn from the run's secret seed, takes the first of its values (also in a drawn order) with which
-the module still builds and runs on meta tensors, with the extents already chosen, and whose inputs and outputs
-take at most :data:`MAX_GROWTH` times the public workload's bytes; an extent with no such value keeps its public
-one (GroupNorm's channels must stay a multiple of its groups). Shapes are drawn per run from the secret seed, so
+the module still builds and runs on meta tensors, with the extents already chosen; an extent with no such value
+keeps its public one. While the shape's inputs and outputs take more than :data:`MAX_GROWTH` times the public
+workload's bytes (1.5 on a GPU, 0.6 on the CPU path), the extents step down to smaller boundary values (or back
+to their public one). (A constant the module refuses one higher, such as GroupNorm's channels,
+which its groups must divide, is not an extent at all.) Shapes are drawn per run from the secret seed, so
 a kernel cannot have been tuned to them; each is then checked for fairness like any workload
 (:mod:`harness.execute.checker.fairness`).
 
@@ -42,8 +44,12 @@ from harness.problems.problem import Problem, ProblemError, Workload
 
 HELDOUT_TAG = "heldout"
 _OF = "heldout-of="
-MAX_GROWTH = 1.5
-"""A held-out shape's input and output bytes are at most this many times the public workload's."""
+MAX_GROWTH = {"cuda": 1.5, "cpu": 0.6}
+"""A held-out shape's input and output bytes are at most this many times the public workload's, per device kind.
+On a GPU a shape may be larger than the public one (a grid or an index computed for the public size breaks there
+too); on the CPU path every call runs in the Triton interpreter, whose time grows with the size, and a tail or a
+hard-coded shape shows at any size, so held-out shapes there take at most 0.6 of the public one's bytes (the CPU
+quick start grows by at most 20% with it; docs/correctness.md, "Cost")."""
 DEFAULT_COUNT = 2
 
 
@@ -197,30 +203,47 @@ def _rng(base_seed: int, problem: Problem, workload: Workload, index: int) -> ra
 
 
 def draw(problem: Problem, workload: Workload, base_seed: int, index: int, exts: list[Extent],
-         taken: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The overrides of held-out shape ``index`` (1-based), or None when no extent can move (or the shape it gives
-    is one of ``taken``)."""
+         taken: list[dict[str, Any]], max_growth: float = MAX_GROWTH["cuda"]) -> dict[str, Any] | None:
+    """The overrides of held-out shape ``index`` (1-based), or None when no extent can move, the shape cannot be
+    brought within the byte budget, or it is one of ``taken``.
+
+    Every extent first takes the first of its boundary values (in a drawn order) with which the module still runs
+    on meta tensors; then, while the shape takes more than ``max_growth`` times the public bytes, the extents take
+    turns (in the drawn order) stepping down to their next smaller boundary value (or back to the public value)
+    that still runs.
+    """
     path = Path(problem.path)
     rng = _rng(base_seed, problem, workload, index)
     base = {**literal_constants(path), **dict(workload.params)}
     over = dict(workload.overrides)
     order = list(exts)
     rng.shuffle(order)
-    public_bytes = _input_bytes(path, over, workload.dtype)
-    limit = MAX_GROWTH * (public_bytes or 0)
-    moved = False
+    chosen: dict[Extent, int] = {}
     for ext in order:
         values = boundary_values(ext.value)
         rng.shuffle(values)
         for value in values:
             trial = _with(over, ext, value, base)
-            if trial in taken or _shapes(path, trial) is None:
-                continue
-            if public_bytes is not None and (_input_bytes(path, trial, workload.dtype) or 0) > limit:
-                continue
-            over, moved = trial, True
-            break
-    return over if moved and over not in taken else None
+            if _shapes(path, trial) is not None:
+                over, chosen[ext] = trial, value
+                break
+    public_bytes = _input_bytes(path, dict(workload.overrides), workload.dtype)
+    if public_bytes is not None:
+        limit = max_growth * public_bytes
+        turn = 0
+        while (_input_bytes(path, over, workload.dtype) or 0) > limit:
+            for k in range(len(order)):  # the extents take turns, so the shrinking spreads over them
+                ext = order[(turn + k) % len(order)]
+                smaller = sorted((v for v in {*boundary_values(ext.value), ext.value}  # back to public: allowed
+                                  if v < chosen.get(ext, ext.value)), reverse=True)
+                step = next((v for v in smaller if _shapes(path, _with(over, ext, v, base)) is not None), None)
+                if step is not None:
+                    over, chosen[ext] = _with(over, ext, step, base), step
+                    turn = (turn + k + 1) % len(order)
+                    break
+            else:
+                return None  # nothing can shrink further
+    return over if chosen and over not in taken and over != dict(workload.overrides) else None
 
 
 def _input_bytes(path: Path, overrides: dict[str, Any], dtype: str) -> int | None:
@@ -239,9 +262,11 @@ def _input_bytes(path: Path, overrides: dict[str, Any], dtype: str) -> int | Non
     return n * ELEM_BYTES.get(dtype, 4)
 
 
-def heldout_workloads(problem: Problem, workload: Workload, base_seed: int, count: int = DEFAULT_COUNT) -> list[Workload]:
+def heldout_workloads(problem: Problem, workload: Workload, base_seed: int, count: int = DEFAULT_COUNT,
+                      device: str = "cuda") -> list[Workload]:
     """``count`` held-out workloads of ``workload`` for the run whose secret seed is ``base_seed`` (fewer when the
-    problem has fewer distinct shapes to offer; none when it has no extent)."""
+    problem has fewer distinct shapes to offer; none when it has no extent), within ``device``'s byte budget
+    (:data:`MAX_GROWTH`)."""
     from harness.problems.workloads import build_workload, problem_context
 
     if count <= 0 or is_heldout(workload):
@@ -255,7 +280,8 @@ def heldout_workloads(problem: Problem, workload: Workload, base_seed: int, coun
     for index in range(1, count + 1):
         over = None
         for attempt in range(3):  # a draw that repeats an earlier shape is drawn again
-            over = draw(problem, workload, base_seed, index + 1000 * attempt, exts, taken)
+            over = draw(problem, workload, base_seed, index + 1000 * attempt, exts, taken,
+                        MAX_GROWTH["cpu" if device == "cpu" else "cuda"])
             if over is not None:
                 break
         if over is None:
@@ -270,6 +296,12 @@ def heldout_workloads(problem: Problem, workload: Workload, base_seed: int, coun
             continue
         out.append(dataclasses.replace(w, atol=workload.atol, rtol=workload.rtol))
     return out
+
+
+def index_of(w: Workload) -> int:
+    """The 1-based index of a held-out workload among its public workload's (0 for any other workload)."""
+    head, sep, k = w.name.rpartition("~heldout-")
+    return int(k) if sep and k.isdigit() else 0
 
 
 def moved_sizes(public: Workload, heldout: Workload) -> dict[str, Any]:

@@ -36,6 +36,14 @@ def test_heldout_rounds_are_exactly_as_many_as_asked():
     assert len(r) == 2 and r[0] == 0 and r[1] in (1, 2, 3)
 
 
+def test_heldout_shapes_take_turns_through_the_profiles():
+    fair = (0, 1, 2, 3)
+    one = [C.heldout_profiles(fair, 1, k, random.Random(4)) for k in (1, 2, 3)]
+    assert one[0] == (0,) and len({p for (p,) in one}) == 3 and 0 not in (one[1][0], one[2][0])
+    two = [C.heldout_profiles(fair, 2, k, random.Random(4)) for k in (1, 2)]
+    assert two[0][0] == 0 and len(set(two[0] + two[1])) == 4
+
+
 def test_timed_calls_draw_every_fair_profile():
     rng = random.Random(0)
     counts = Counter(C.timed_profile((0, 2, 4), rng) for _ in range(3000))

@@ -10,8 +10,9 @@ probe found fair is checked in every run, and a failure names the profile that c
 Timed calls (:func:`timed_profile`): each draws its profile uniformly from the fair ones, with the secret generator
 that draws its seed, so the values of a call tell the candidate nothing about whether it will be verified.
 
-Held-out shapes (:mod:`harness.problems.heldout`): each runs ``heldout_rounds`` correctness rounds (the standard
-profile, then fair ones drawn without repetition), is never timed, and becomes a :class:`HeldoutShape` on its public
+Held-out shapes (:mod:`harness.problems.heldout`): each runs ``heldout_rounds`` correctness rounds (the shapes of a
+workload take turns through the standard profile, then its fair ones in a drawn order: :func:`heldout_profiles`),
+is never timed, and becomes a :class:`HeldoutShape` on its public
 workload's record (:func:`merge_heldout`). With ``gate`` on, a held-out failure makes a PASSED workload fail with
 the held-out shape's status, its sizes and its worst element in the error.
 """
@@ -48,6 +49,15 @@ def round_profiles(fair: Sequence[int], rounds: int, rng: random.Random, *, cove
     while len(out) < n:
         out.append(seq[len(out) % len(seq)] if len(out) >= len(seq) else NORMAL)
     return tuple(out)
+
+
+def heldout_profiles(fair: Sequence[int], rounds: int, index: int, rng: random.Random) -> tuple[int, ...]:
+    """The profiles of held-out shape ``index`` (1-based): the shapes of a workload share one sequence (the standard
+    profile, then the fair ones in a drawn order) and take ``rounds`` of it each, so with one round each the first
+    shape runs the standard profile and the next ones other fair profiles."""
+    k = max(1, index)
+    seq = round_profiles(fair, rounds * k, rng, cover=False)
+    return seq[(k - 1) * rounds:k * rounds] or (NORMAL,)
 
 
 def timed_profile(fair: Sequence[int], rng: random.Random) -> int:
@@ -99,19 +109,21 @@ _CACHE: dict[str, tuple] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def heldout_workloads(problem: Any, workloads: Sequence[Any], base_seed: int, count: int) -> tuple:
-    """The held-out workloads of each of ``workloads``, ``count`` each, drawn from the run's secret seed; kept for
-    the process (every candidate of a problem gets the same ones, computed once)."""
+def heldout_workloads(problem: Any, workloads: Sequence[Any], base_seed: int, count: int,
+                      device: str = "cuda") -> tuple:
+    """The held-out workloads of each of ``workloads``, ``count`` each, drawn from the run's secret seed within the
+    device's byte budget (:data:`harness.problems.heldout.MAX_GROWTH`); kept for the process (every candidate of a
+    problem gets the same ones, computed once)."""
     out: list = []
     for w in workloads:
         if H.is_heldout(w) or count <= 0:
             continue
-        key = json.dumps([str(problem.path), problem.source_sha256, w.name, w.dtype, w.overrides, base_seed, count],
-                         sort_keys=True, default=str)
+        key = json.dumps([str(problem.path), problem.source_sha256, w.name, w.dtype, w.overrides, base_seed, count,
+                          device], sort_keys=True, default=str)
         with _CACHE_LOCK:
             hit = _CACHE.get(key)
         if hit is None:
-            hit = tuple(H.heldout_workloads(problem, w, base_seed, count))
+            hit = tuple(H.heldout_workloads(problem, w, base_seed, count, device))
             with _CACHE_LOCK:
                 _CACHE[key] = hit
                 while len(_CACHE) > 512:

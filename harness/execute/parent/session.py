@@ -217,7 +217,7 @@ class Session:
     def run(self) -> list[JobResult]:
         self._clock = time.monotonic()
         self.t = dataclasses.replace(self.t, workloads=plan.with_heldout(self.t.workloads, plan.heldout_workloads(
-            self.p, self.t.workloads, self.o.base_seed, self.o.heldout_shapes)))  # each after its public workload
+            self.p, self.t.workloads, self.o.base_seed, self.o.heldout_shapes, self.o.device)))  # each after its public
         self.need = max(estimate(w).total for w in self.t.workloads)
         try:
             if self.t.alone:  # a retry after an out-of-memory: the device is drained before the model is even built
@@ -654,10 +654,11 @@ class Session:
             raise _Stop
         # the rounds' profiles follow the run (its secret seed and the workload), not the candidate: every candidate
         # of a run gets the same (seed, profile) per round, so the checker computes each reference once
-        rng = random.Random(hashlib.sha256(f"{self.o.base_seed}|profiles|{w.name}".encode()).digest())
+        rng = random.Random(hashlib.sha256(f"{self.o.base_seed}|profiles|{public or w.name}".encode()).digest())
         want: tuple[int, ...] = ()
         if public is not None:  # a held-out shape probes only the profiles its rounds use (its public's fair ones)
-            want = plan.round_profiles(self._fair.get(public, (plan.NORMAL,)), self.o.heldout_rounds, rng, cover=False)
+            want = plan.heldout_profiles(self._fair.get(public, (plan.NORMAL,)), self.o.heldout_rounds,
+                                         heldout.index_of(w), rng)
         t0 = time.monotonic()
         cache = fairness_cache_dir()
         reply, waited = self.dev.checkers.request(P.FairnessProbe(
