@@ -85,6 +85,22 @@ def _fast_key(p: float) -> str:
     return f"{p:g}"
 
 
+def _heldout_failures(r: JobResult) -> list[str]:
+    """One line per held-out shape the record failed: sizes, status, value profile, worst element."""
+    out = []
+    for s in (r.heldout.shapes if r.heldout is not None else ()):
+        if s.status is None or s.status == Status.PASSED.value:
+            continue
+        text = ", ".join(f"{k}={v}" for k, v in s.sizes.items()) + f": {s.status}"
+        if s.failed_profile:
+            text += f" (value profile '{s.failed_profile}')"
+        if s.worst is not None:
+            text += (f"; worst at [{', '.join(map(str, s.worst.index))}]: got {s.worst.got:.6g}, expected "
+                     f"{s.worst.expected:.6g}")
+        out.append(text)
+    return out
+
+
 def _row(r: JobResult, env_index: int) -> dict:
     s = M.screening_of(r)
     return {
@@ -101,6 +117,7 @@ def _row(r: JobResult, env_index: int) -> dict:
                      for d in sorted(r.diagnostics, key=lambda d: (d.get("line") or 0, str(d.get("rule", ""))))],
         "generalizes": r.heldout.generalizes if r.heldout is not None else None,
         "heldout_passed": f"{r.heldout.passed}/{r.heldout.judged}" if r.heldout is not None else None,
+        "heldout_failures": _heldout_failures(r),
         "error": r.error.type if r.error is not None else None,
         "error_message": r.error.message if r.error is not None else None,
         "error_traceback": (r.error.traceback_tail or None) if r.error is not None else None,

@@ -30,6 +30,8 @@ def test_leaderboard_rows_and_rate():
     rows = {(e["generator"], e["problem"]): e for e in lb["entries"]}
     assert rows[("a", "sum_dim")]["generalizes"] is False and rows[("a", "sum_dim")]["heldout_passed"] == "0/1"
     assert rows[("a", "max_dim")]["generalizes"] is None
+    assert rows[("a", "sum_dim")]["heldout_failures"] == ["COLS=255: INCORRECT_NUMERICAL"]
+    assert rows[("a", "softmax")]["heldout_failures"] == []
     agg = {g["label"]: g["overall"] for g in lb["generators"]}
     assert agg["a@1"]["generalization_rate"] == 0.5 and agg["a@1"]["n_heldout_judged"] == 2
     assert agg["b@1"]["generalization_rate"] == 1.0
