@@ -439,8 +439,8 @@ class JobResult:
     ``import_s`` (the candidate module), ``build_s`` (models, dry precompile), ``wait_s`` (for a
     correctness slot on the device), ``correctness_s``, ``timing_wait_s`` (for the device to itself),
     ``timing_s``; the first two are shared by a candidate's workloads. Parts of ``correctness_s``
-    (sums over rounds, for overhead accounting): ``forward_s`` and ``handoff_s`` (the candidate's
-    forward and the saving of its outputs, as the worker reports them: untrusted, never scored),
+    (sums over rounds, for overhead accounting): ``forward_s`` (the candidate's forward, as the worker reports
+    it: untrusted, never scored),
     ``autotune_s`` (the first round, when the dry compile reached an autotuner: the GPU held alone for it),
     ``check_s`` (the trusted checker's reply, of which ``reference_s`` computing the references,
     0 when another candidate of the run already computed them, and ``compare_s`` reading the outputs, checking
@@ -452,7 +452,8 @@ class JobResult:
     ``beside_exit_s``, seconds of other workers building or exiting on the GPU during it, outside the gate
     (:mod:`harness.execute.parent.activity`). ``fairness_s``: asking the checker which value profiles are fair (a
     probe the first time, then its cache); ``heldout_s``: the workload's held-out shapes (their builds, probes and
-    rounds)."""
+    rounds). ``freeze_s`` (shared by the workloads): stopping the worker's whole process tree for the checker's
+    reads of what it committed, and letting it run again (:mod:`harness.execute.parent.freeze`)."""
     base_seed: int | None = None
     """The run's base seed. Random and secret by default (candidates only ever receive the seed of
     the call they are in, just before it); stored here so ``kernelgate run --seed`` can replay the run."""

@@ -418,16 +418,20 @@ class Session:
         pid = self.worker.confined_pid()
         if pid is None:
             raise _Died("the worker is gone")
+        t0 = time.monotonic()
         try:
             stopped = freeze.freeze(pid)
         except ProcessLookupError:
             raise _Died("the worker is gone") from None
         except freeze.FreezeError as exc:
             raise _Unstoppable(str(exc)) from None
+        self._add("*", "freeze_s", time.monotonic() - t0)
         try:
             yield
         finally:
+            t1 = time.monotonic()
             freeze.thaw(stopped)
+            self._add("*", "freeze_s", time.monotonic() - t1)
 
     def _children(self) -> int:
         """Processes alive in the worker's tree besides the worker itself, seen from outside."""
@@ -438,7 +442,7 @@ class Session:
         return P.Context(problem_path=str(self.p.path), params=dict(w.params), dtype=w.dtype,
                          device="cuda" if self.cuda else "cpu", model_seed=round_seed(self.o.base_seed, w.name, -1),
                          input_transform=self.p.input_transform, allow_tf32=w.allow_tf32, mode=self.t.mode,
-                         baseline=self.o.baseline)
+                         baseline=self.o.baseline, sums=plan.output_sums(self.p, w, self.t.mode))
 
     # ------------------------------------------------------------------ conversation
     def _converse(self) -> None:
