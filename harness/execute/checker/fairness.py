@@ -217,8 +217,7 @@ def local_reference(problem_path: str | Path, params: dict, dtype: str, *, devic
     module = load_module(Path(problem_path), params)
     lib = make_reference_model(module, dtype, device, model_seed, mode)
     model64 = make_reference_model(module, "float64", device, model_seed, mode)
-    first, _ = make_profile_inputs(module, dtype, device, 0, 0, input_transform)
-    sums = has_sums(module, first, mode)
+    sums = has_sums(module, mode)
 
     def reference(seed: int, profile: int) -> tuple[list, list, list, bool]:
         inputs, changed = make_profile_inputs(module, dtype, device, seed, profile, input_transform)

@@ -60,8 +60,6 @@ _CTX_MAX = 8
 _KEPT: dict[int, tuple[list, P.Context, int, int]] = {}
 _TERMS: "OrderedDict[str, list]" = OrderedDict()
 """The sums' error scales of a cached reference (same key; :mod:`harness.execute.checker.terms`)."""
-_SUMS: dict[str, bool] = {}
-"""Per context: whether an output of the problem's Model is a linear function of sums."""
 _STATE: dict[str, Any] = {}
 
 
@@ -184,14 +182,12 @@ def _reference(ctx: P.Context, seed: int, transform: int) -> tuple[list, list]:
 
 @contextlib.contextmanager
 def _trail(ctx: P.Context, b: _Baseline, inputs: list):
-    """Around the reference's forward: where an output of the problem is a sum, the magnitude trail that gives
-    the sums' error scales (:mod:`harness.execute.checker.terms`); yields outputs -> their scales (None each where
-    no output is a sum)."""
-    from harness.execute.checker.terms import has_sums, term_sizes, trail
+    """Around the reference's forward: where an output of the problem is a sum (``ctx.sums``), the magnitude trail
+    that gives the sums' error scales (:mod:`harness.execute.checker.terms`); yields outputs -> their scales (None
+    each where no output is a sum)."""
+    from harness.execute.checker.terms import term_sizes, trail
 
-    if ctx.key not in _SUMS:
-        _SUMS[ctx.key] = has_sums(b.module, inputs, ctx.mode)
-    if not _SUMS[ctx.key]:
+    if not ctx.sums:
         yield lambda outs: [None] * len(outs)
         return
     with trail():
@@ -377,7 +373,7 @@ def verify(req: P.Verify) -> P.VerifyReply:
     # operand is float64). Where an output is a sum, its error scale comes from the float64 reference of these
     # inputs (the rounds' own): two kernels that each sum in their own order differ by up to both their errors
     terms = None
-    if _SUMS.get(ctx.key):
+    if ctx.sums:
         _reference(ctx, seed, transform)
         terms = [t * req.tolerance_factor if t is not None else None
                  for t in (_terms_of(ctx, seed, transform) or [])] or None

@@ -30,8 +30,8 @@ the rounding error an evaluation in any order carries, built by running error an
 a wrong answer within ``TERM_ULPS * u * T`` cannot be told from a right one by any kernel of the dtype.
 
 Memory: the magnitudes double the live memory of the reference's forward, so :func:`has_sums` first runs the
-model on meta tensors (no memory, no time) and the checker computes ``T`` only for a problem whose outputs are
-sums. Nothing here runs candidate code: the checker calls it on the problem's own ``Model``.
+model on meta tensors (no memory, no device; in the parent, which tells the checker: ``Context.sums``) and the
+checker computes ``T`` only for a problem whose outputs are sums. Nothing here runs candidate code: the checker calls it on the problem's own ``Model``.
 """
 
 from __future__ import annotations
@@ -214,21 +214,24 @@ def term_sizes(outputs: list) -> list:
     return out
 
 
-def has_sums(module: Any, inputs: list, mode: str = "eval") -> bool:
-    """Whether any output of the problem's ``Model`` on ``inputs`` is a linear function of sums, decided on meta
-    tensors (no memory, no time); False when the model does not run on meta tensors (it needs real values)."""
+def has_sums(module: Any, mode: str = "eval") -> bool:
+    """Whether any output of the problem's ``Model`` is a linear function of sums, decided on meta tensors (no
+    memory, no device: the parent decides it once per workload and tells the checker, ``Context.sums``); False when
+    the model does not run on meta tensors (it needs real values)."""
     import torch
 
     from harness.execute.shared.inputs import flatten_outputs, make_reference_model
 
     def meta(x: Any) -> Any:
-        return torch.empty(x.shape, dtype=torch.float64 if x.is_floating_point() else x.dtype, device="meta") \
-            if isinstance(x, torch.Tensor) else x
+        return x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
 
     try:
+        with torch.device("meta"):
+            torch.manual_seed(0)
+            inputs = [meta(x) for x in module.get_inputs()]
         model = make_reference_model(module, "float64", "meta", 0, mode)
         with torch.no_grad(), trail():
-            outs = flatten_outputs(model(*[meta(x) for x in inputs]))
+            outs = flatten_outputs(model(*inputs))
     except Exception:  # noqa: BLE001 - a model that needs real values (data-dependent shapes) is judged as before
         return False
     return any(t is not None for t in term_sizes(outs))

@@ -109,6 +109,28 @@ _CACHE: dict[str, tuple] = {}
 _CACHE_LOCK = threading.Lock()
 
 
+_SUMS: dict[str, bool] = {}
+
+
+def output_sums(problem: Any, w: Any, mode: str) -> bool:
+    """Whether an output of ``problem``'s Model at ``w``'s sizes is a linear function of sums
+    (:func:`harness.execute.checker.terms.has_sums`, on meta tensors); kept for the process."""
+    from harness.execute.checker.terms import has_sums
+    from harness.problems.workloads import load_module
+
+    key = json.dumps([str(problem.path), problem.source_sha256, w.params, mode], sort_keys=True, default=str)
+    with _CACHE_LOCK:
+        hit = _SUMS.get(key)
+    if hit is None:
+        try:
+            hit = has_sums(load_module(problem.path, dict(w.params)), mode)
+        except Exception:  # noqa: BLE001 - a file that fails here fails in the worker too, with its own message
+            hit = False
+        with _CACHE_LOCK:
+            _SUMS[key] = hit
+    return hit
+
+
 def heldout_workloads(problem: Any, workloads: Sequence[Any], base_seed: int, count: int,
                       device: str = "cuda") -> tuple:
     """The held-out workloads of each of ``workloads``, ``count`` each, drawn from the run's secret seed within the

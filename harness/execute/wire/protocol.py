@@ -386,6 +386,9 @@ class Context:
     mode: str = "eval"
     baseline: str = "eager"
     """``eager`` (the problem's Model as written) or ``compile`` (``torch.compile(Model)``)."""
+    sums: bool = False
+    """An output of the problem's Model is a linear function of sums: its references carry the sums' error scales
+    (:func:`harness.execute.checker.terms.has_sums`, decided by the parent on meta tensors)."""
 
     @property
     def key(self) -> str:
