@@ -5,6 +5,7 @@ Crosses the boundary exactly as a worker does (:func:`harness.execute.boundary.e
 makes and removes), and prints the resulting
 :class:`~harness.execute.boundary.enter.Confinement` as one JSON line. The parent runs it once before a run
 (:mod:`harness.execute.parent.isolation`) so a machine that cannot confine workers is known before any candidate.
+With ``--cuda`` it also makes a CUDA context inside the boundary, as every GPU worker does.
 """
 
 from __future__ import annotations
@@ -25,7 +26,17 @@ def main() -> int:
     except Exception as exc:  # noqa: BLE001 - reported, not raised: the parent decides what it means
         print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
         return 1
-    print(json.dumps(got.to_dict()), flush=True)
+    out = got.to_dict()
+    if "--cuda" in sys.argv:  # a GPU run: the CUDA driver must work inside the boundary, as in every worker
+        try:
+            import torch
+
+            torch.empty(1, device="cuda")
+            torch.cuda.synchronize()
+            out["cuda"] = "ok"
+        except Exception as exc:  # noqa: BLE001
+            out["cuda"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    print(json.dumps(out), flush=True)
     return 0
 
 

@@ -9,6 +9,7 @@ record says what was in force, in ``env.sandbox``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -29,21 +30,23 @@ class IsolationUnavailable(RuntimeError):
     """The run asked for a confinement this machine cannot give."""
 
 
-def probe() -> Confinement:
-    """What a worker gets on this machine (run once per process; the probe takes ~0.1 s)."""
+def probe(device: str = "cpu") -> Confinement:
+    """What a worker gets on this machine (run once per process and device kind; the probe takes ~0.1 s, a few
+    seconds more on a GPU, where it also makes a CUDA context inside the boundary)."""
+    key = "cuda" if device.startswith("cuda") else "cpu"
     with _LOCK:
-        if "probe" in _CACHE:
-            return _CACHE["probe"]
+        if key in _CACHE:
+            return _CACHE[key]
     root = Path(__file__).resolve().parents[3]
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(root), "LANG": "C.UTF-8",
            "PYTHONDONTWRITEBYTECODE": "1"}
-    for passthrough in ("LD_LIBRARY_PATH", "TMPDIR"):
+    for passthrough in ("LD_LIBRARY_PATH", "TMPDIR", "CUDA_VISIBLE_DEVICES", "CUDA_HOME"):
         if passthrough in os.environ:
             env[passthrough] = os.environ[passthrough]
     folder = tempfile.mkdtemp(prefix="kg-probe-")
     try:
-        proc = subprocess.run([sys.executable, "-m", "harness.execute.boundary.probe"], capture_output=True,
-                              text=True, timeout=PROBE_TIMEOUT_S, env=env, cwd=folder)
+        argv = [sys.executable, "-m", "harness.execute.boundary.probe"] + (["--cuda"] if key == "cuda" else [])
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, env=env, cwd=folder)
         line = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
         data = json.loads(line) if line else {"error": proc.stderr.strip()[-400:] or f"exit {proc.returncode}"}
     except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
@@ -54,17 +57,19 @@ def probe() -> Confinement:
         got = Confinement((), False, "", False, "none: probe failed", (f"probe: {data['error']}",), "available")
     else:
         got = Confinement.from_dict(data)
+        if data.get("cuda", "ok") != "ok":
+            got = dataclasses.replace(got, missing=got.missing + (f"CUDA inside the boundary: {data['cuda']}",))
     with _LOCK:
-        _CACHE["probe"] = got
+        _CACHE[key] = got
     return got
 
 
-def require(level: str) -> Confinement:
-    """The confinement workers will get at ``level``; raises :class:`IsolationUnavailable` when ``level`` is
-    ``strict`` and any part is missing."""
+def require(level: str, device: str = "cpu") -> Confinement:
+    """The confinement workers will get at ``level`` on ``device``; raises :class:`IsolationUnavailable` when
+    ``level`` is ``strict`` and any part is missing (on a GPU: CUDA not working inside the boundary included)."""
     if level == "off":
         return Confinement((), False, "", False, "none: isolation off", (), "off")
-    got = probe()
+    got = probe(device)
     if level == "strict" and got.missing:
         raise IsolationUnavailable(
             "this machine cannot confine candidate workers completely: " + "; ".join(got.missing)[:800]

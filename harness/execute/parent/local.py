@@ -52,7 +52,7 @@ class LocalExecutor:
                  standing: bool = False):
         self.o, self.run_id = opts, run_id
         # before any process: a run that cannot confine its workers as asked stops here (IsolationUnavailable)
-        self.confinement = isolation.require(opts.isolation_level)
+        self.confinement = isolation.require(opts.isolation_level, opts.device)
         if self.confinement.missing and opts.isolation_level == "available":
             warnings.warn("kernelgate: workers run with less than the full boundary on this machine (--isolation "
                           f"available): missing {'; '.join(self.confinement.missing)[:600]}", RuntimeWarning,
