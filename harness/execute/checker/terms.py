@@ -60,11 +60,8 @@ def _mode_class() -> type:
              aten.transpose, aten.t, aten.flatten, aten.view_as, aten.expand_as, aten.squeeze_, aten.unsqueeze_,
              aten.select, aten.slice, aten.unflatten, aten.movedim}
 
-    def d_log(a, o):
-        return 1.0 / a.abs()
-
     unary = {  # |f'(a)| as a function of the operand a and the result o
-        aten.log: d_log,
+        aten.log: lambda a, o: 1.0 / a.abs(),
         aten.log2: lambda a, o: 1.0 / (a.abs() * 0.6931471805599453),
         aten.log10: lambda a, o: 1.0 / (a.abs() * 2.302585092994046),
         aten.log1p: lambda a, o: 1.0 / (1.0 + a).abs(),
