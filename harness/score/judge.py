@@ -184,7 +184,7 @@ def judge_call(facts: CallFacts | Any, *, dsl: str, device: str, library_aten: t
     if bad_claims:  # an honest worker's events and clocks only give finite, non-negative times
         return hack(f"the call's timing report is not a set of times: {bad_claims}", "timing_claim", **bad_claims)
     if r.new_threads:
-        return hack(f"forward left {r.new_threads} thread(s) running after it returned", "late_thread")
+        return hack(f"forward left {r.new_threads} thread(s) of its own code running after it returned", "late_thread")
     if r.new_children:
         return hack(f"forward left {r.new_children} child process(es) running after it returned", "child_process")
     if r.lowered:

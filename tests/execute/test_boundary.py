@@ -48,6 +48,7 @@ CONFINED = textwrap.dedent('''
     attempt("scheduler", lambda: os.sched_setscheduler(target, os.SCHED_IDLE, os.sched_param(0)))
     attempt("priority", lambda: os.setpriority(os.PRIO_PROCESS, target, 19))
     attempt("pidfd", lambda: os.pidfd_open(target))
+    attempt("unix_socket", lambda: __import__("socket").socket(__import__("socket").AF_UNIX))
     attempt("environ", lambda: open(f"/proc/{target}/environ", "rb").read())
     attempt("unshare", lambda: os.unshare(0x10000000) if hasattr(os, "unshare") else
             (_ for _ in ()).throw(OSError(ctypes.CDLL(None, use_errno=True).unshare(0x10000000) and ctypes.get_errno(), "")))
@@ -84,7 +85,7 @@ def _assert_confined(seen: dict) -> None:
     assert not c["missing"], c["missing"]
     assert {"user", "pid", "mount", "net", "ipc"} <= set(c["namespaces"]) and c["private_proc"]
     assert seen["pid"] == 1 and seen["proc"] == [1], seen["proc"]  # its own namespace, nothing else in /proc
-    for name in ("kill", "prlimit", "affinity", "scheduler", "priority", "pidfd", "environ", "ptrace"):
+    for name in ("kill", "prlimit", "affinity", "scheduler", "priority", "pidfd", "environ", "ptrace", "unix_socket"):
         assert seen[name] != "allowed", (name, seen[name])
     assert seen["kill"] == "ESRCH" and seen["prlimit"] in ("ESRCH", "EPERM")  # the harness's pid names nothing
     assert seen["unshare"] == "EPERM" and seen["ptrace"] in ("EPERM", "ESRCH")
@@ -272,3 +273,30 @@ def test_the_boundary_holds_for_an_unprivileged_user():
     finally:
         subprocess.run(["userdel", name], capture_output=True)
         shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_a_tree_woken_while_frozen_is_seen(tmp_path):
+    """Exploit: a SIGCONT the kernel delivers to a stopped worker (a lease break or I/O signal set with F_SETSIG,
+    a POSIX timer) resumes it while the checker reads; every thread's CPU time, recorded when the tree was
+    stopped, shows that it ran. (The wake is played here by a SIGCONT from outside.)"""
+    counter = tmp_path / "count"
+    proc = subprocess.Popen([sys.executable, "-c", BUSY, str(counter)], env=ENV)
+    try:
+        time.sleep(1.0)
+        stopped = freeze.freeze(proc.pid)
+        time.sleep(0.2)
+        assert stopped.ran() == []  # stopped, nothing ran
+        os.kill(proc.pid, signal.SIGCONT)
+        time.sleep(0.2)
+        os.kill(proc.pid, signal.SIGSTOP)  # stopped again, as a careful cheat would be: its CPU time still shows
+        time.sleep(0.1)
+        woke = stopped.ran()
+        assert woke and any("ran" in w for w in woke), woke
+        freeze.thaw(stopped)
+    finally:
+        for pid in freeze.tree(proc.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.wait()

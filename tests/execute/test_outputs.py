@@ -72,7 +72,7 @@ def test_overlap_is_told_from_the_strides(shape, stride, shares):
     (_desc(dtype="float32", nbytes=128), "INCORRECT_DTYPE", "dtype"),
     (_desc(stride=[0, 1], nbytes=16), "INCORRECT_SHAPE", "share memory"),
     (_desc(stride=[1, 0], nbytes=8), "INCORRECT_SHAPE", "share memory"),
-    (_desc(stride=[800, 1], nbytes=(3 * 800 + 8) * 2), "INCORRECT_SHAPE", "spread"),
+    (_desc(stride=[1 << 25, 1], nbytes=(3 * (1 << 25) + 8) * 2), "INCORRECT_SHAPE", "spread"),
 ])
 def test_outputs_that_are_not_the_references_are_the_candidates(desc, status, what):
     with pytest.raises(LayoutMismatch, match=what) as info:
@@ -299,3 +299,34 @@ def test_an_ipc_read_waits_for_an_idle_gpu_and_counts_a_busy_start(monkeypatch):
     committed = P.Committed(ipc=(_desc(),))
     (out,) = read(committed, [([4, 8], "float16")])
     assert out.shape == (4, 8) and co.STATE["busy_reads"] == 1
+
+
+def test_a_padded_layout_of_a_small_output_is_accepted():
+    """Honest: a GEMM storing whole 64-column tiles into a padded buffer returns the view of its 24 columns (2.7x
+    its elements); no element shares memory and the span costs the checker nothing."""
+    padded = _desc(dtype="float32", shape=[32, 24], stride=[64, 1], nbytes=(31 * 64 + 24) * 4)
+    check_layout(check_descriptors([padded]), [([32, 24], "float32")])
+
+
+def test_a_fifo_named_as_the_committed_file_is_refused_without_blocking(tmp_path):
+    """Exploit: a FIFO renamed over the committed file; opening it for reading would wait for a writer, and the
+    only processes that could write are stopped: the checker would hang until the parent gave up on it."""
+    import threading
+
+    folder = tmp_path / "handoff"
+    folder.mkdir()
+    fifo = folder / "c1.out.raw"
+    os.mkfifo(fifo)
+    got = []
+    t = threading.Thread(target=lambda: got.append(_read_or_error(fifo, folder)), daemon=True)
+    t.start()
+    t.join(5)
+    assert not t.is_alive(), "the read blocked on a FIFO"
+    assert isinstance(got[0], CommitMalformed) and "not a regular file" in str(got[0])
+
+
+def _read_or_error(path, folder):
+    try:
+        return read(P.Committed(path=str(path)), [([8], "float32")], str(folder))
+    except Exception as exc:  # noqa: BLE001
+        return exc

@@ -13,6 +13,13 @@ listed is allowed (honest kernels need the ordinary system: threads, files, memo
                         bpf, perf_event_open, userfaultfd, io_uring_*, keyctl/add_key/request_key,
                         kexec_*, *_module, acct, swapon/off, reboot, syslog, quotactl, open_by_handle_at,
                         name_to_handle_at, iopl/ioperm: the kernel's shared state and known escape routes
+                        socket(AF_UNIX): unix sockets bound to paths on the host (a container runtime's API,
+                        Ray's raylet, D-Bus) are reachable through the worker's view of the file tree, and
+                        neither the network namespace nor Landlock rules connect(); socketpair stays
+                        fcntl(F_SETSIG, SIGCONT), clone with SIGCONT as its exit signal: ways to have the
+                        kernel deliver SIGCONT to a stopped worker (a lease break, I/O readiness, a child's
+                        end) while the checker reads its outputs (the parent also sees any thread that ran then:
+                        :meth:`harness.execute.parent.freeze.Frozen.ran`)
     clone3 (ENOSYS)     its flags lie in a structure a filter cannot read; C libraries then fall back to clone,
                         whose flags the filter does read
 
@@ -39,6 +46,7 @@ SELF_ONLY = (("prlimit64", 0), ("setpriority", 1), ("sched_setscheduler", 0), ("
 """(call, argument index of the target): refused unless the target is 0, the caller itself."""
 NAMESPACE_CLONE_FLAGS = 0x7E020000
 """CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET."""
+AF_UNIX, F_SETSIG, SIGCONT, CSIGNAL = 1, 10, 18, 0xFF
 
 
 class SeccompUnavailable(RuntimeError):
@@ -84,8 +92,11 @@ def install(sc: Any = None) -> str:
     for bit in (1 << i for i in range(32) if NAMESPACE_CLONE_FLAGS >> i & 1):
         rule(refused, "clone", sc.Arg(0, sc.MASKED_EQ, bit, bit))  # clone(flags, ...) with that flag set
     rule(sc.ERRNO(errno.ENOSYS), "clone3")
+    rule(refused, "socket", sc.Arg(0, sc.EQ, AF_UNIX))
+    rule(refused, "fcntl", sc.Arg(1, sc.EQ, F_SETSIG), sc.Arg(2, sc.EQ, SIGCONT))
+    rule(refused, "clone", sc.Arg(0, sc.MASKED_EQ, CSIGNAL, SIGCONT))
     try:
         f.load()
     except Exception as exc:  # noqa: BLE001
         raise SeccompUnavailable(f"the kernel refused the seccomp filter: {exc}") from None
-    return f"seccomp ({len(REFUSED) + len(SELF_ONLY) + 1 - len(set(skipped))} calls filtered)"
+    return f"seccomp ({len(REFUSED) + len(SELF_ONLY) + 3 - len(set(skipped))} calls filtered)"

@@ -58,8 +58,8 @@ def read(committed: Any, expected: list[tuple[list[int], str]], folder: str | No
 def _read_file(path: str, expected: list[tuple[list[int], str]], folder: str | None) -> list:
     import torch
 
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:  # never blocks: a FIFO (or a device) named as the file would wait for a writer the freeze holds stopped
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
         raise CommitMalformed(f"committed file {path[:120]!r} cannot be opened ({exc.strerror})") from None
     with os.fdopen(fd, "rb") as f:

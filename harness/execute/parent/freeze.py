@@ -3,10 +3,13 @@
 :func:`freeze` sends SIGSTOP to the confined worker and to every descendant it has (in its own PID namespace
 every process the candidate starts is one), and returns once every thread of every one of them is stopped; a
 process started meanwhile is found by the next pass over the tree, and passes repeat until one finds nothing
-running. Nothing in the tree can undo it (SIGSTOP cannot be caught or ignored, and a stopped process sends no
-SIGCONT). :func:`thaw` sends SIGCONT. Works unprivileged and as root; needs no cgroup.
+running. SIGSTOP cannot be caught or ignored, and a stopped process sends nothing. The kernel itself can still
+deliver a SIGCONT the tree armed beforehand (a lease-break or I/O signal set with ``F_SETSIG``, a POSIX timer):
+the seccomp filter refuses the obvious routes, and :class:`Frozen` records every thread's CPU time when the tree
+is stopped, so :meth:`Frozen.ran` tells afterwards whether any of it ran (``/proc/PID/task/TID/schedstat``, in
+nanoseconds), whatever woke it. :func:`thaw` sends SIGCONT. Works unprivileged and as root; needs no cgroup.
 
-Reads ``/proc/PID/task/TID/children`` and ``/proc/PID/task/TID/stat`` (Linux 3.5+). Nothing happens at import.
+Reads ``/proc/PID/task/TID/children``, ``stat`` and ``schedstat`` (Linux 3.5+). Nothing happens at import.
 """
 
 from __future__ import annotations
@@ -69,10 +72,47 @@ def _all_stopped(pid: int) -> bool:
     return all(_state(pid, tid) in _STOPPED for tid in _tasks(pid))
 
 
-def freeze(root: int, timeout_s: float = FREEZE_TIMEOUT_S) -> list[int]:
-    """Stop ``root`` and its whole tree; returns the pids stopped (for :func:`thaw`). Raises :class:`FreezeError`
-    when the tree is not stopped within ``timeout_s`` (what was stopped stays stopped: the caller ends it), and
-    ProcessLookupError when ``root`` is gone."""
+def _runtime(pid: int, tid: str) -> int | None:
+    """Nanoseconds the thread has run on a CPU, or None (gone, or no schedstat on this kernel)."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+            return int(f.read().split()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+class Frozen(list):
+    """The pids :func:`freeze` stopped (a list, for :func:`thaw`), with every thread's CPU time once all were
+    stopped."""
+
+    def __init__(self, root: int, pids: list[int]):
+        super().__init__(pids)
+        self.root = root
+        self.runtime = {(pid, tid): _runtime(pid, tid) for pid in pids for tid in _tasks(pid)}
+
+    def ran(self) -> list[str]:
+        """Why the tree is no longer what was stopped: a thread that ran (its CPU time grew), one that is not
+        stopped, a process that was not there; empty when nothing of it ran since :func:`freeze`."""
+        out = []
+        for pid in tree(self.root):
+            if pid not in self:
+                out.append(f"process {pid} appeared")
+                continue
+            for tid in _tasks(pid):
+                now, then = _runtime(pid, tid), self.runtime.get((pid, tid))
+                if then is None and now is not None:
+                    out.append(f"thread {tid} of process {pid} appeared")
+                elif now is not None and now > then:
+                    out.append(f"thread {tid} of process {pid} ran {(now - then) / 1e3:.0f} us")
+                elif _state(pid, tid) not in _STOPPED:
+                    out.append(f"thread {tid} of process {pid} is running")
+        return out
+
+
+def freeze(root: int, timeout_s: float = FREEZE_TIMEOUT_S) -> Frozen:
+    """Stop ``root`` and its whole tree; returns the pids stopped (for :func:`thaw`, and :meth:`Frozen.ran`).
+    Raises :class:`FreezeError` when the tree is not stopped within ``timeout_s`` (what was stopped stays stopped:
+    the caller ends it), and ProcessLookupError when ``root`` is gone."""
     os.kill(root, signal.SIGSTOP)
     deadline = time.monotonic() + timeout_s
     stopped: list[int] = []
@@ -95,7 +135,7 @@ def freeze(root: int, timeout_s: float = FREEZE_TIMEOUT_S) -> list[int]:
                 except ProcessLookupError:
                     pass
         if not running and all(_all_stopped(pid) for pid in tree(root)) and set(tree(root)) <= known:
-            return stopped
+            return Frozen(root, stopped)
         if time.monotonic() > deadline:
             raise FreezeError(f"the worker's process tree ({len(known)} process(es)) did not stop within "
                               f"{timeout_s:.0f} s")

@@ -88,7 +88,8 @@ class _Died(Exception):
 
 
 class _Unstoppable(Exception):
-    """The worker's process tree could not be stopped for a read (:class:`harness.execute.parent.freeze.FreezeError`)."""
+    """The worker's process tree could not be stopped for a read (:class:`harness.execute.parent.freeze.FreezeError`),
+    or ran while it was stopped (:meth:`harness.execute.parent.freeze.Frozen.ran`)."""
 
 
 class _Stop(Exception):
@@ -428,6 +429,10 @@ class Session:
         self._add("*", "freeze_s", time.monotonic() - t0)
         try:
             yield
+            woke = stopped.ran()
+            if woke:  # something the tree armed before it was stopped woke it while its outputs were read
+                raise _Unstoppable(f"the worker's process tree ran while it was stopped for a read: "
+                                   f"{'; '.join(woke[:4])}")
         finally:
             t1 = time.monotonic()
             freeze.thaw(stopped)

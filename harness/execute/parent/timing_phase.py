@@ -5,14 +5,18 @@ checker process leased for the whole phase (its kept library outputs stay where
 they were made)::
 
     W + S calls, alternating   worker CallBlock(s_i, t_i ...)  /  checker LibSamples(s_i, t_i ...)
-      in blocks of a few       fresh inputs each call; up to BLOCK_CALLS calls per block and side
-    at secret positions        worker Handoff  ->  checker Verify against the library's output
+      in blocks of a few       fresh inputs each call, each call's outputs committed with its report; up to
+                               BLOCK_CALLS calls per block and side
+    at secret positions        the worker stopped, the checker reads the committed outputs: Verify against the
+                               library's output (the worker is never told which)
     again if unsettled         a set with either side's IQR/median > 5% (and IQR > 5 us), or scored device-wide,
                                is taken again (3 sets at most); a set on the stream's clock, the quietest, is scored
-    B batches per side         Batch / LibBatch: the inputs, both sides at once (untimed), then RunBatch and
-                               then RunLibBatch timed by the parent, minus an empty one; two calls per batch
-                               (all of a small one), chosen before and told to no one, verified; B more when
-                               the events disagree with them (:meth:`TimingPhase.trusted_clock`)
+    B batches per side         Batch / LibBatch: the inputs, both sides at once (untimed), then RunBatch timed by
+                               the parent to its report (every call's outputs committed), the worker stopped,
+                               RunLibBatch timed, each minus an empty one (the worker's: the shorter of its own and
+                               the checker's); two calls per batch (all of a small one), chosen before and told to
+                               no one, verified; B more when the events disagree with them
+                               (:meth:`TimingPhase.trusted_clock`)
 
 and, once the candidate's process has exited, :meth:`TimingPhase.quiet_checks`
 measures the library again where this session's library times were slower
@@ -399,12 +403,11 @@ class TimingPhase:
             t3 = time.monotonic()
             self.s._send(P.RunBatch(call_ids=()))
             self.s._recv(o.timing_timeout_s, "timing an empty batch", P.BatchReport)
-            with self.s._frozen():  # the round trip the batch's is measured against: stopped the same way
-                t4 = time.monotonic()
+            t4 = time.monotonic()
             self.s._send(P.RunBatch(call_ids=ids))
             rep = self.s._recv(o.timing_timeout_s, f"running a batch of {n} calls", P.BatchReport)
-            with self.s._frozen():  # the clock stops once nothing of the worker runs: work after its report counts
-                t5 = time.monotonic()
+            t5 = time.monotonic()  # the clock stops at the report: the worker is stopped next, before any read
+            with self.s._frozen():
                 if rep.error is not None or rep.calls != n or len(rep.outputs) != n:
                     err = rep.error or P.Error("BatchIncomplete", f"{rep.calls} of {n} calls, "
                                                f"{len(rep.outputs)} committed")
@@ -429,7 +432,10 @@ class TimingPhase:
                     checks += 1
             W_c.append((t5 - t4) * 1e3)
             W_l.append((t2 - t1) * 1e3)
-            W_g.append((t4 - t3) * 1e3)  # each side's own round trip is subtracted from its batch
+            # the round trip subtracted from the worker's batch is the shorter of its own and the checker's: a
+            # worker that holds its empty batch back (a relay on its own pipes can tell it from a real one) would
+            # otherwise subtract its whole batch away and claim any time
+            W_g.append(min(t4 - t3, t1 - t0) * 1e3)
             W_gl.append((t1 - t0) * 1e3)
             self.s._send(P.Release(call_ids=ids))
         info = {"n": n, "W_c": W_c, "W_l": W_l, "W_g": W_g, "W_gl": W_gl, "T_c": per_call(W_c, W_g, n),

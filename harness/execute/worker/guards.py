@@ -258,6 +258,28 @@ def live_threads() -> set[int]:
     return {t.ident for t in threading.enumerate() if t.ident is not None}
 
 
+def candidate_threads(before: set[int], roots: tuple[str, ...]) -> int:
+    """Python threads alive now that were not in ``before`` and may run candidate code: whose ``run`` (a subclass's
+    own) or target is a function from a file under ``roots`` (the candidate's folder), or whose code is unknown (a
+    C callable, a callable object). A thread whose code is a library's (tqdm's monitor, a thread pool's worker) is
+    not counted: it runs no candidate code and cannot touch an output the candidate did not hand it."""
+    import functools
+
+    n = 0
+    for t in threading.enumerate():
+        if t.ident is None or t.ident in before:
+            continue
+        run = type(t).run
+        fn = run if run is not threading.Thread.run else getattr(t, "_target", None)
+        while isinstance(fn, functools.partial):
+            fn = fn.func
+        fn = getattr(fn, "__func__", fn)
+        code = getattr(fn, "__code__", None)
+        if code is None or code.co_filename.startswith(roots):
+            n += 1
+    return n
+
+
 def live_children() -> set[int]:
     """Pids of this process's live children: /proc/self/task/*/children where the kernel has it, else a scan."""
     out: set[int] = set()

@@ -35,7 +35,7 @@ from harness.execute.wire import protocol as P
 MAX_TEXT = 4000
 COMPONENTS = ("spec", "chan", "confinement", "torch", "guards", "device", "cuda", "forward", "run_all", "reader",
               "not_plain", "flatten", "make_inputs", "make_reference_model", "load_module", "attribute", "poison",
-              "poison_bytes", "perf", "profiler", "timer", "cthread", "threads_ok", "audit", "tamper")
+              "poison_bytes", "perf", "profiler", "timer", "cthread", "threads_ok", "roots", "audit", "tamper")
 """The worker's attributes that never change once its candidate exists (:meth:`TamperCheck.watch`)."""
 CACHE_DIRS = ("triton-cache", "tilelang-cache", "tvm-cache")
 """Scratch sub-folders whose files are the compilers' (not candidate code) for the audit hooks."""
@@ -123,6 +123,8 @@ class Worker:
         self.prepared: list[tuple] = []
         self.calls_in_window = 0
         self.threads_ok = {self.cthread.ident} | {t.ident for t in threading.enumerate() if t.name == "kg-lifeline"}
+        self.roots = (str(Path(spec.candidate_path).parent) + os.sep,)
+        """Where candidate code lives (its file, what it writes beside it): a thread running code from here is its."""
 
     # ------------------------------------------------------------------ channel
     def send(self, msg: Any) -> None:
@@ -294,7 +296,7 @@ class Worker:
             aten_ops=tuple(sorted(recorder.ops))[:256] if recorder is not None else (),
             aten_elements=dict(sorted(recorder.elements.items())[:256]) if recorder is not None else {},
             input_elements=sum(x.numel() for x in inputs if isinstance(x, torch.Tensor)),
-            new_threads=len(guards.live_threads() - threads_before - self.threads_ok),
+            new_threads=guards.candidate_threads(threads_before | self.threads_ok, self.roots),
             output_types=tuple(type(o).__module__ + "." + type(o).__qualname__ for o in outs)[:64],
             audit_blocked=self.audit.take(), prep_us=prep_us,
         )
