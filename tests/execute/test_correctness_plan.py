@@ -19,29 +19,23 @@ ENV = envmod.snapshot("cpu")
 T = TimingStats(1.0, 0.1, 0.9, 1.0, (1.0, 0.9, 1.1), "host_perf_counter", True)
 
 
-def test_rounds_start_with_the_standard_profile_and_cover_every_fair_one():
-    fair = (0, 1, 2, 3, 5, 6)
+def test_public_rounds_start_with_the_standard_profile_and_heldout_shapes_take_the_rest():
+    fair = (0, 1, 2, 3, 5, 6, 4)  # a real-valued input: 6 profiles besides the standard one
     for seed in range(5):
-        r = C.round_profiles(fair, 5, random.Random(seed))
-        assert r[0] == 0 and set(r) == set(fair) and len(r) == len(fair)
-    longer = C.round_profiles(fair, 9, random.Random(1))
-    assert len(longer) == 9 and longer[:6] == C.round_profiles(fair, 5, random.Random(1)) and longer[6] == 0
-    assert C.round_profiles((0,), 5, random.Random(0)) == (0, 0, 0, 0, 0)
-    orders = {C.round_profiles(fair, 5, random.Random(s))[1:] for s in range(20)}
+        public, held = C.split_profiles(fair, 5, 2, 1, random.Random(seed))
+        assert public[0] == 0 and len(public) == 5 and len(set(public)) == 5
+        assert len(held) == 2 and all(len(h) == 1 for h in held)
+        assert set(public) | {h[0] for h in held} == set(fair)  # every fair profile once in the run
+    orders = {C.split_profiles(fair, 5, 2, 1, random.Random(s))[0] for s in range(20)}
     assert len(orders) > 1  # the order is drawn
 
 
-def test_heldout_rounds_are_exactly_as_many_as_asked():
-    r = C.round_profiles((0, 1, 2, 3), 2, random.Random(0), cover=False)
-    assert len(r) == 2 and r[0] == 0 and r[1] in (1, 2, 3)
-
-
-def test_heldout_shapes_take_turns_through_the_profiles():
-    fair = (0, 1, 2, 3)
-    one = [C.heldout_profiles(fair, 1, k, random.Random(4)) for k in (1, 2, 3)]
-    assert one[0] == (0,) and len({p for (p,) in one}) == 3 and 0 not in (one[1][0], one[2][0])
-    two = [C.heldout_profiles(fair, 2, k, random.Random(4)) for k in (1, 2)]
-    assert two[0][0] == 0 and len(set(two[0] + two[1])) == 4
+def test_more_rounds_than_profiles_cycle_and_shapes_start_again_from_the_standard_one():
+    public, held = C.split_profiles((0, 1, 2), 7, 3, 1, random.Random(1))
+    assert len(public) == 7 and public[0] == 0 and set(public[:3]) == {0, 1, 2} and public[3:6] == public[:3]
+    assert [h[0] for h in held] == list(public[:3])  # nothing left: the shapes take the sequence from its start
+    only_normal, held = C.split_profiles((0,), 5, 2, 2, random.Random(0))
+    assert only_normal == (0,) * 5 and held == ((0, 0), (0, 0))
 
 
 def test_timed_calls_draw_every_fair_profile():
@@ -68,10 +62,19 @@ def shapes():
     return smoke, held
 
 
-def test_heldout_workloads_follow_their_public_workload(shapes):
+def test_heldout_workloads_run_before_their_public_workload(shapes):
     smoke, held = shapes
     other = smoke.__class__(**{**{f: getattr(smoke, f) for f in smoke.__dataclass_fields__}, "name": "other"})
-    assert C.with_heldout([smoke, other], held) == (smoke, *held, other)
+    assert C.with_heldout([smoke, other], held) == (*held, smoke, other)
+
+
+def test_a_profile_that_failed_at_a_heldout_shape_is_named_for_the_public_rounds(shapes):
+    smoke, held = shapes
+    bad = _rec(held[0].name, Status.INCORRECT_NUMERICAL, error=ErrorInfo("E", "m"),
+               correctness=CorrectnessStats(1, 0, 1.0, 9.0, 1e-4, 1e-4, 0, "out", failed_profile="row_offset"))
+    ok = _rec(held[1].name, correctness=CorrectnessStats(1, 1, 0.0, 0.0, 1e-4, 1e-4))
+    assert C.failed_profiles({bad.workload: bad, ok.workload: ok}, [*held, smoke], "smoke") == (2,)
+    assert C.failed_profiles({ok.workload: ok}, [*held, smoke], "smoke") == ()
 
 
 def test_heldout_records_fold_into_the_public_record(shapes):
@@ -119,3 +122,10 @@ def test_messages_name_the_profile_and_the_shape(shapes):
     assert text.startswith("round 3, value profile 'row_offset', held-out shape ") and ("COLS=" in text or "ROWS=" in text)
     assert text.endswith(": 3/4352 out of tolerance")
     assert C.with_profile("x", "large") == "value profile 'large': x"
+
+
+def test_the_profiles_a_heldout_shape_ran_are_covered(shapes):
+    smoke, held = shapes
+    ran = _rec(held[0].name, correctness=CorrectnessStats(1, 1, 0.0, 0.0, 1e-4, 1e-4, round_profiles=("near_one",)))
+    unjudged = _rec(held[1].name, Status.HARNESS_ERROR, error=ErrorInfo("NotFair", "library fails"))
+    assert C.heldout_covered({ran.workload: ran, unjudged.workload: unjudged}, [*held, smoke], "smoke") == {5}

@@ -2,17 +2,21 @@
 their results land on the workload's record. Pure functions: the session calls them; nothing here talks to a
 process.
 
-Rounds (:func:`round_profiles`): round 0 is the standard profile (the problem's public distribution); then every
-other *fair* profile once (:mod:`harness.execute.checker.fairness`), in an order drawn from the run's secret seed;
-further rounds (``--rounds`` above that) take the standard profile, then the others again. So every profile the
-probe found fair is checked in every run, and a failure names the profile that caught it.
+Rounds (:func:`split_profiles`): round 0 is the standard profile (the problem's public distribution); the next
+take the other *fair* profiles (:mod:`harness.execute.checker.fairness`) in an order drawn from the run's secret
+seed and the workload (the same for every candidate of the run, so the checker computes each reference once).
+``--rounds`` (default 5) public rounds reach the first profiles of that order; the held-out shapes' rounds take
+the rest, so with the defaults (5 rounds, 2 held-out shapes of 1 round) every fair profile of a real-valued input
+(6 besides the standard one) is used once per run; the public rounds also take every fair profile no held-out
+shape ran (a problem with fewer shapes to offer, a shape not judged: :func:`heldout_covered`). The held-out
+shapes run first: a profile that fails at one of them is also run at the public shape (:func:`failed_profiles`),
+so a bug of the values fails the workload itself and a bug of the shape stays a held-out result. A failure names
+the profile that caught it.
 
 Timed calls (:func:`timed_profile`): each draws its profile uniformly from the fair ones, with the secret generator
 that draws its seed, so the values of a call tell the candidate nothing about whether it will be verified.
 
-Held-out shapes (:mod:`harness.problems.heldout`): each runs ``heldout_rounds`` correctness rounds (the shapes of a
-workload take turns through the standard profile, then its fair ones in a drawn order: :func:`heldout_profiles`),
-is never timed, and becomes a :class:`HeldoutShape` on its public
+Held-out shapes (:mod:`harness.problems.heldout`): each runs ``heldout_rounds`` correctness rounds, is never timed, and becomes a :class:`HeldoutShape` on its public
 workload's record (:func:`merge_heldout`). With ``gate`` on, a held-out failure makes a PASSED workload fail with
 the held-out shape's status, its sizes and its worst element in the error.
 """
@@ -35,29 +39,22 @@ _MEASURED = dict(timing=None, library_timing=None, screening=None, trusted_timin
                  verification=None)
 
 
-def round_profiles(fair: Sequence[int], rounds: int, rng: random.Random, *, cover: bool = True) -> tuple[int, ...]:
-    """The profile of each correctness round: the standard one first, then the other fair ones in a drawn order.
-
-    ``cover``: run at least one round per fair profile (a workload's rounds); without it exactly ``rounds``
-    (a held-out shape's).
-    """
+def split_profiles(fair: Sequence[int], rounds: int, shapes: int, heldout_rounds: int,
+                   rng: random.Random) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
+    """(the public rounds' profiles, each held-out shape's): the standard profile, then the workload's other fair
+    profiles in an order drawn from ``rng``. The public workload's ``rounds`` take that sequence from its start
+    (cycling when it is shorter); the held-out shapes, ``heldout_rounds`` each, take the profiles the public
+    rounds did not reach, then the sequence again from the standard profile, so every fair profile is used in the
+    run when ``rounds + shapes * heldout_rounds`` reaches their number."""
     others = [p for p in dict.fromkeys(fair) if p != NORMAL]
     rng.shuffle(others)
-    seq = [NORMAL] + others
-    n = max(rounds, len(seq)) if cover else max(1, rounds)
-    out = seq[:n]
-    while len(out) < n:
-        out.append(seq[len(out) % len(seq)] if len(out) >= len(seq) else NORMAL)
-    return tuple(out)
-
-
-def heldout_profiles(fair: Sequence[int], rounds: int, index: int, rng: random.Random) -> tuple[int, ...]:
-    """The profiles of held-out shape ``index`` (1-based): the shapes of a workload share one sequence (the standard
-    profile, then the fair ones in a drawn order) and take ``rounds`` of it each, so with one round each the first
-    shape runs the standard profile and the next ones other fair profiles."""
-    k = max(1, index)
-    seq = round_profiles(fair, rounds * k, rng, cover=False)
-    return seq[(k - 1) * rounds:k * rounds] or (NORMAL,)
+    seq = [NORMAL, *others]
+    n = max(1, rounds)
+    public = tuple(seq[i % len(seq)] for i in range(n))
+    rest = seq[n:] + seq
+    per = max(1, heldout_rounds)
+    held = tuple(tuple(rest[(k * per + i) % len(rest)] for i in range(per)) for k in range(max(0, shapes)))
+    return public, held
 
 
 def timed_profile(fair: Sequence[int], rng: random.Random) -> int:
@@ -155,14 +152,45 @@ def heldout_workloads(problem: Any, workloads: Sequence[Any], base_seed: int, co
 
 
 def with_heldout(workloads: Sequence[Any], extra: Sequence[Any]) -> tuple:
-    """``workloads`` with each public workload followed by its held-out ones."""
+    """``workloads`` with each public workload preceded by its held-out ones: a profile that fails at a held-out
+    shape is then also run at the public shape (:func:`failed_profiles`), so a value bug is charged to the
+    workload, not to its generalization."""
     by_public: dict[str, list] = {}
     for h in extra:
         by_public.setdefault(H.public_of(h) or "", []).append(h)
     out: list = []
     for w in workloads:
-        out.append(w)
         out.extend(by_public.get(w.name, ()))
+        out.append(w)
+    return tuple(out)
+
+
+def heldout_covered(results: dict, workloads: Sequence[Any], public: str) -> set[int]:
+    """The value profiles (indices) the judged held-out shapes of ``public`` ran (``results``: the session's
+    records by workload name)."""
+    from harness.execute.shared.value_profiles import BY_NAME
+
+    out: set[int] = set()
+    for w in workloads:
+        r = results.get(w.name)
+        if H.public_of(w) == public and r is not None and r.correctness is not None:
+            out |= {BY_NAME[n].index for n in r.correctness.round_profiles if n in BY_NAME}
+    return out
+
+
+def failed_profiles(results: dict, workloads: Sequence[Any], public: str) -> tuple[int, ...]:
+    """The value profiles (indices) under which a held-out shape of ``public`` failed, in the held-out order
+    (``results``: the session's records by workload name)."""
+    from harness.execute.shared.value_profiles import BY_NAME
+
+    out: list[int] = []
+    for w in workloads:
+        r = results.get(w.name)
+        if H.public_of(w) != public or r is None or r.status in (Status.PASSED, Status.HARNESS_ERROR, Status.TOO_LARGE):
+            continue
+        name = r.correctness.failed_profile if r.correctness is not None else None
+        if name in BY_NAME and BY_NAME[name].index not in out:
+            out.append(BY_NAME[name].index)
     return tuple(out)
 
 

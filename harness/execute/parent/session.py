@@ -116,6 +116,8 @@ class Session:
                                   .digest())
         self._fair: dict[str, tuple[int, ...]] = {}
         """Per workload, the value profiles found fair (harness.execute.parent.correctness_plan)."""
+        self._verdicts: dict[str, tuple | None] = {}
+        """Per public workload, the checker's fairness verdicts (None: the probe failed)."""
         self._probe: Any = None
         self._shared_when_failed = False
         self._building: int | None = None
@@ -653,41 +655,51 @@ class Session:
         self._timing(w, ctx, corr, warnings, lib_excess, kernels)
 
     def _profiles(self, w: Any, ctx: P.Context) -> tuple[tuple[int, ...], tuple]:
-        """The value profile of each correctness round of ``w`` and every profile's fairness verdict
-        (:mod:`harness.execute.parent.correctness_plan`); raises _Stop for a held-out shape that is not run (its
-        public workload did not pass) or not fair (the library fails on it): recorded as the harness's, and
-        folded into the public record as "not judged"."""
+        """The value profile of each correctness round of ``w`` and the fairness verdicts it was chosen from
+        (:mod:`harness.execute.parent.correctness_plan`); raises _Stop for a held-out shape that is not fair (the
+        library fails on it): recorded as the harness's, and folded into the public record as "not judged"."""
         public = heldout.public_of(w)
-        if public is not None and (self.results.get(public) is None or self.results[public].status is not Status.PASSED):
-            self._record(w, Status.HARNESS_ERROR, error={"type": "NotRun", "message": "the public workload did not pass"})
+        pw = next((x for x in self.t.workloads if x.name == public), w) if public else w
+        verdicts = self._fairness(pw, self._ctx(pw) if pw is not w else ctx, ())
+        fair = plan.fair_profiles(verdicts) if verdicts is not None else (plan.NORMAL,)
+        self._fair[pw.name] = fair
+        # the profiles follow the run (its secret seed and the workload), not the candidate: every candidate of a
+        # run gets the same (seed, profile) per round, so the checker computes each reference once
+        rng = random.Random(hashlib.sha256(f"{self.o.base_seed}|profiles|{pw.name}".encode()).digest())
+        shapes = sum(1 for x in self.t.workloads if heldout.public_of(x) == pw.name)
+        rounds, held = plan.split_profiles(fair, self.o.rounds, shapes, self.o.heldout_rounds, rng)
+        checks = plan.profile_checks(verdicts or ())
+        if public is None:  # and every profile that failed at a held-out shape or that no held-out shape ran
+            failed = plan.failed_profiles(self.results, self.t.workloads, w.name)
+            covered = set(rounds) | plan.heldout_covered(self.results, self.t.workloads, w.name)
+            extra = dict.fromkeys([*failed, *(p for p in fair if p not in covered)])
+            return rounds + tuple(p for p in extra if p not in rounds), checks
+        want = held[heldout.index_of(w) - 1] if 0 < heldout.index_of(w) <= len(held) else (plan.NORMAL,)
+        here = self._fairness(w, ctx, tuple(sorted({plan.NORMAL, *want})))
+        if here is None:
+            return (plan.NORMAL,) * len(want), ()
+        if not any(v.fair for v in here if v.profile == plan.NORMAL):
+            why = next((v.reason for v in here if v.profile == plan.NORMAL), "")
+            self._record(w, Status.HARNESS_ERROR, error={"type": "NotFair", "message": f"not fair at this shape: {why}"})
             raise _Stop
-        # the rounds' profiles follow the run (its secret seed and the workload), not the candidate: every candidate
-        # of a run gets the same (seed, profile) per round, so the checker computes each reference once
-        rng = random.Random(hashlib.sha256(f"{self.o.base_seed}|profiles|{public or w.name}".encode()).digest())
-        want: tuple[int, ...] = ()
-        if public is not None:  # a held-out shape probes only the profiles its rounds use (its public's fair ones)
-            want = plan.heldout_profiles(self._fair.get(public, (plan.NORMAL,)), self.o.heldout_rounds,
-                                         heldout.index_of(w), rng)
+        fair_here = plan.fair_profiles(here)
+        return tuple(p if p in fair_here else plan.NORMAL for p in want), plan.profile_checks(here)
+
+    def _fairness(self, w: Any, ctx: P.Context, only: tuple[int, ...]) -> tuple | None:
+        """The checker's fairness verdicts for ``w`` (``only`` these profiles; empty: all), kept per workload; None
+        when the probe failed."""
+        if not only and w.name in self._verdicts:
+            return self._verdicts[w.name]
         t0 = time.monotonic()
         cache = fairness_cache_dir()
-        reply, waited = self.dev.checkers.request(P.FairnessProbe(
+        reply, _ = self.dev.checkers.request(P.FairnessProbe(
             ctx=ctx, atol=w.atol, rtol=w.rtol, reduction_length=w.reduction_length,
-            cache_dir=str(cache) if cache is not None else None, profiles=tuple(sorted(set(want)))), ctx.key)
+            cache_dir=str(cache) if cache is not None else None, profiles=only), ctx.key)
         self._add(w.name, "fairness_s", time.monotonic() - t0)
-        if not isinstance(reply, P.FairnessReply):  # the probe itself failed: the public distribution only
-            self._fair[w.name] = (plan.NORMAL,)
-            return (plan.NORMAL,) * (self.o.heldout_rounds if public else self.o.rounds), ()
-        checks = plan.profile_checks(reply.verdicts)
-        fair = plan.fair_profiles(reply.verdicts)
-        self._fair[w.name] = fair
-        if public is not None:
-            if not any(v.fair for v in reply.verdicts if v.profile == plan.NORMAL):
-                why = next((v.reason for v in reply.verdicts if v.profile == plan.NORMAL), "")
-                self._record(w, Status.HARNESS_ERROR, error={"type": "NotFair",
-                                                             "message": f"not fair at this shape: {why}"})
-                raise _Stop
-            return tuple(p if p in fair else plan.NORMAL for p in want), checks
-        return plan.round_profiles(fair, self.o.rounds, rng), checks
+        verdicts = reply.verdicts if isinstance(reply, P.FairnessReply) else None
+        if not only:
+            self._verdicts[w.name] = verdicts
+        return verdicts
 
     def _timed_profile(self, name: str) -> int:
         """A timed call's value profile: one of the workload's fair ones, drawn in secret."""
