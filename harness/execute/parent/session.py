@@ -219,8 +219,10 @@ class Session:
     # ------------------------------------------------------------------ the process
     def run(self) -> list[JobResult]:
         self._clock = time.monotonic()
+        # held-out shapes before their public workload; none for a TileLang candidate on the CPU path (only lowered)
+        shapes = self.o.heldout_shapes if self.cuda or self.c.dsl != "tilelang" else 0
         self.t = dataclasses.replace(self.t, workloads=plan.with_heldout(self.t.workloads, plan.heldout_workloads(
-            self.p, self.t.workloads, self.o.base_seed, self.o.heldout_shapes, self.o.device)))  # each after its public
+            self.p, self.t.workloads, self.o.base_seed, shapes, self.o.device)))
         self.need = max(estimate(w).total for w in self.t.workloads)
         try:
             if self.t.alone:  # a retry after an out-of-memory: the device is drained before the model is even built
