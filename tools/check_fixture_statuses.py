@@ -1,6 +1,6 @@
 """Compare each adversarial fixture's recorded status with what it must get.
 
-Mixed, hostile and GPU fixtures carry an 'expect: STATUS' on their docstring's first line; the exploits
+Every other fixture carries an 'expect: STATUS' in its docstring; the exploits
 (tests/execute/fixtures/exploits) carry theirs in tests/execute/exploit_catalog.py: REWARD_HACK or an
 INCORRECT_* status stops any of them, and an entry whose outcome is NO_GAIN may also pass (gaining nothing).
 Each line names the mechanism that stopped the candidate (the record's evidence), or its E_lib.
@@ -15,6 +15,7 @@ Usage: python tools/check_fixture_statuses.py RESULTS_DIR  |  python tools/check
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import re
 import sys
@@ -54,7 +55,7 @@ def targeted() -> dict[str, tuple[str, ...]]:
 def main(results_dir: str) -> int:
     expected = _catalog()
     for f in ROOT.glob("*/*.py"):
-        m = re.search(r"expect: ([A-Z_|]+)", f.read_text().splitlines()[0])
+        m = re.search(r"expect: ([A-Z_|]+)", ast.get_docstring(ast.parse(f.read_text())) or "")
         if m:
             expected[f"{f.parent.name}/{f.name}"] = m.group(1)
     targets = targeted()

@@ -7,12 +7,20 @@ if [ -f .device/tl_site.tar.xz ]; then
   mkdir -p /tmp/site && tar -C /tmp/site -xJf .device/tl_site.tar.xz
   export PYTHONPATH="/tmp/site:${PYTHONPATH:-}"
 fi
+# wheels carried in .whl (packages the image lacks: pyseccomp; the honest libraries' Liger-Kernel, FlagGems)
+if compgen -G ".whl/*.whl" > /dev/null; then
+  mkdir -p /tmp/site && python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl 2>&1 | tail -3
+  case ":${PYTHONPATH:-}:" in *:/tmp/site:*) ;; *) export PYTHONPATH="/tmp/site:${PYTHONPATH:-}";; esac
+fi
 export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 KERNELGATE_CACHE="${KERNELGATE_CACHE:-$OUT/cache}"
 {
   date -u
   nvidia-smi --query-gpu=index,name,uuid,driver_version,clocks.sm,clocks.mem,memory.total --format=csv
   python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
   python3 -c "import tilelang; print('tilelang', tilelang.__version__)" 2>&1 | tail -1
+  python3 -c "import pyseccomp; print('pyseccomp', pyseccomp.__file__)" 2>&1 | tail -1
+  uname -r; id -u
   echo "kernelgate $(python3 -c 'import harness; print(harness.__version__)')"
   echo "cpus $(nproc) ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'))"
   CUDA_VISIBLE_DEVICES=0 python3 -m harness calibrate --device cuda

@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # The trusted-measurement evidence on one H200, in parts that a device command runs in the order given
 # (plan each command inside 10 minutes; each part has a time budget, its default given below):
+#   probe     what confines a worker on this machine (the isolation probe with a CUDA context inside the boundary),
+#             as root and as an unprivileged user made for it
 #   tests     the GPU tests: pytest -m gpu (timer and calibration, profiler, IPC bounds with a live exporter,
 #             the GPU fixtures, bundled kernels), budget KG_PYTEST_S (default 330 s)
 #   fixtures  every other adversarial fixture (tests/execute/fixtures/{mixed,hostile,exploits}) at smoke size and
 #             the status each must get, budget KG_FIX_S (default 300 s); then the exploits whose trick fires only
 #             at GPU-sized workloads at those workloads (tools/check_fixture_statuses.py --targets), KG_FIXT_S (150 s)
+#   honest    production libraries (tests/execute/fixtures/honest_gpu: Liger-Kernel, FlagGems, carried as wheels in
+#             .whl) judged with default settings, each record beside the library's own error against float64 outside
+#             KernelGate (tools/device/honest_libraries.py), budget KG_HONEST_S (default 200 s)
 #   suite     the whole bundled suite (--quick, 12 jobs: evaluations per GPU-hour), budget KG_SUITE_S (220 s)
 #   suite_exec  the same with every worker started by exec (--spawn exec), compared with the first suite: what
 #             the fork server buys on this machine
@@ -20,7 +25,7 @@
 #   bash tools/device/trusted_run.sh tests suite      then      bash tools/device/trusted_run.sh fixtures bench
 # The calibration is cached under /tmp/kg-cache, so a later command on the same (warm) machine reuses it.
 set -uo pipefail
-[ $# -gt 0 ] || { echo "usage: $0 PART... (tests fixtures suite suite_exec suite_var bench trace part1 part2)" >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: $0 PART... (probe tests fixtures honest suite suite_exec suite_var bench trace part1 part2)" >&2; exit 2; }
 OUT="${OUT:-/tmp/kg-out}"
 t0=$(date +%s)
 export KERNELGATE_CACHE=/tmp/kg-cache
@@ -34,7 +39,30 @@ for a in "$@"; do
   case "$a" in part1) parts+=(tests fixtures);; part2) parts+=(suite bench);; *) parts+=("$a");; esac
 done
 for part in "${parts[@]}"; do
-if [ "$part" = tests ]; then
+if [ "$part" = probe ]; then
+  stamp "isolation probe"
+  python3 - <<'PY' 2>&1 | tee "$OUT/probe.txt"
+from harness.execute.parent import isolation
+for device in ("cpu", "cuda"):
+    got = isolation.probe(device)
+    print(device, "root:", got.describe(), "|", got.to_dict())
+PY
+  id kgprobe >/dev/null 2>&1 || useradd -M -s /usr/sbin/nologin kgprobe 2>/dev/null
+  d=$(mktemp -d); chmod 755 "$d"; chown kgprobe "$d" 2>/dev/null
+  (cd "$d" && setpriv --reuid kgprobe --regid kgprobe --clear-groups env PYTHONPATH="$PYTHONPATH" HOME="$d" \
+     python3 -m harness.execute.boundary.probe --cuda) 2>&1 | tail -3 | sed 's/^/cuda unprivileged: /' | tee -a "$OUT/probe.txt"
+  rm -rf "$d"
+elif [ "$part" = honest ]; then
+  stamp "honest libraries"
+  timeout ${KG_HONEST_S:-200} python3 -m harness run tests/execute/fixtures/honest_gpu --device cuda --quick \
+    --out "$OUT/honest" --scratch $scratch/h --jobs 8 --yes-execute --no-progress > "$OUT/honest.txt" 2>&1
+  echo "honest exit $?" >> "$OUT/honest.txt"; tail -25 "$OUT/honest.txt"
+  stamp "honest libraries outside KernelGate"
+  timeout 150 python3 tools/device/honest_libraries.py tests/execute/fixtures/honest_gpu "$OUT/honest" \
+    --json "$OUT/honest_check.json" 2>&1 | tee "$OUT/honest_check.txt"
+  cp "$OUT/honest/results.jsonl" "$OUT/honest_results.jsonl" 2>/dev/null
+  rm -rf "$OUT/honest"
+elif [ "$part" = tests ]; then
   stamp "pytest -m gpu"
   # every GPU test, the GPU fixtures among them (those take most of it: budgets of 120 and 180 s ended inside them)
   timeout ${KG_PYTEST_S:-330} python3 -m pytest -q -m gpu -p no:cacheprovider --durations=0 tests/ 2>&1 \
@@ -44,8 +72,9 @@ elif [ "$part" = fixtures ]; then
   # a 64 MiB file cap (the hostile disk filler writes 200 MB; the default cap is 4 GiB)
   fixopts=(--device cuda --out "$OUT/fixtures" --jobs 16 --quick --yes-execute --no-progress --round-timeout 15
            --compile-timeout 90 --timing-timeout 30 --max-file-mib 64)
-  timeout ${KG_FIX_S:-300} python3 -m harness run tests/execute/fixtures/mixed \
-    tests/execute/fixtures/hostile tests/execute/fixtures/exploits --tags smoke --scratch $scratch/f "${fixopts[@]}" \
+  timeout ${KG_FIX_S:-300} python3 -m harness run tests/execute/fixtures/mixed tests/execute/fixtures/hostile \
+    tests/execute/fixtures/exploits tests/execute/fixtures/boundary tests/execute/fixtures/redteam \
+    tests/execute/fixtures/honest --tags smoke --scratch $scratch/f "${fixopts[@]}" \
     > "$OUT/fixtures.txt" 2>&1
   echo "fixtures exit $?" >> "$OUT/fixtures.txt"
   # the exploits whose trick fires only at GPU-sized workloads, at those workloads (same results file)
@@ -107,7 +136,7 @@ elif [ "$part" = bench ]; then
   rm -rf "$OUT/bench" "$OUT/cache"
   tail -12 "$OUT/bench.txt"; tail -6 "$OUT/repeat_seq_vs_pipe.txt"
 else
-  echo "unknown part: $part (tests fixtures suite suite_exec suite_var bench trace part1 part2)" >&2
+  echo "unknown part: $part (probe tests fixtures honest suite suite_exec suite_var bench trace part1 part2)" >&2
 fi
 done
 stamp "done"; ls "$OUT"
