@@ -47,6 +47,9 @@ SELF_ONLY = (("prlimit64", 0), ("setpriority", 1), ("sched_setscheduler", 0), ("
 NAMESPACE_CLONE_FLAGS = 0x7E020000
 """CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET."""
 AF_UNIX, F_SETSIG, SIGCONT, CSIGNAL = 1, 10, 18, 0xFF
+INT_MASK = 0xFFFFFFFF
+"""The bits of a C ``int`` argument (the kernel truncates the 64-bit register; a filter that compares all 64 bits is
+passed by setting the upper ones). The self-only targets need no mask: any nonzero register is refused."""
 
 
 class SeccompUnavailable(RuntimeError):
@@ -92,8 +95,10 @@ def install(sc: Any = None) -> str:
     for bit in (1 << i for i in range(32) if NAMESPACE_CLONE_FLAGS >> i & 1):
         rule(refused, "clone", sc.Arg(0, sc.MASKED_EQ, bit, bit))  # clone(flags, ...) with that flag set
     rule(sc.ERRNO(errno.ENOSYS), "clone3")
-    rule(refused, "socket", sc.Arg(0, sc.EQ, AF_UNIX))
-    rule(refused, "fcntl", sc.Arg(1, sc.EQ, F_SETSIG), sc.Arg(2, sc.EQ, SIGCONT))
+    # int arguments are compared on their low 32 bits, as the kernel reads them: a family of 0x100000001 is
+    # AF_UNIX to socket() but not equal to 1 in the 64-bit register the filter sees
+    rule(refused, "socket", sc.Arg(0, sc.MASKED_EQ, INT_MASK, AF_UNIX))
+    rule(refused, "fcntl", sc.Arg(1, sc.MASKED_EQ, INT_MASK, F_SETSIG), sc.Arg(2, sc.MASKED_EQ, INT_MASK, SIGCONT))
     rule(refused, "clone", sc.Arg(0, sc.MASKED_EQ, CSIGNAL, SIGCONT))
     try:
         f.load()

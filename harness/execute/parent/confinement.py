@@ -70,16 +70,8 @@ def observe(pid: int) -> Observed | None:
 
 
 def live_descendants(pid: int) -> list[int]:
-    """Descendants of ``pid`` that are alive (not zombies), read from ``/proc``."""
-    from harness.execute.parent.freeze import tree
+    """Descendants of ``pid`` that are alive, read from ``/proc``: any thread of theirs not a zombie (a process whose
+    first thread ended shows its leader as a zombie while its other threads run on)."""
+    from harness.execute.parent.freeze import _state, _tasks, tree
 
-    out = []
-    for child in tree(pid)[1:]:
-        try:
-            with open(f"/proc/{child}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state not in (b"Z", b"X", b"x"):
-            out.append(child)
-    return out
+    return [child for child in tree(pid)[1:] if any(_state(child, tid) not in "ZXx" for tid in _tasks(child))]

@@ -7,7 +7,14 @@ running. SIGSTOP cannot be caught or ignored, and a stopped process sends nothin
 deliver a SIGCONT the tree armed beforehand (a lease-break or I/O signal set with ``F_SETSIG``, a POSIX timer):
 the seccomp filter refuses the obvious routes, and :class:`Frozen` records every thread's CPU time when the tree
 is stopped, so :meth:`Frozen.ran` tells afterwards whether any of it ran (``/proc/PID/task/TID/schedstat``, in
-nanoseconds), whatever woke it. :func:`thaw` sends SIGCONT. Works unprivileged and as root; needs no cgroup.
+nanoseconds), whatever woke it, and which processes and threads exited since. :func:`thaw` sends SIGCONT. Works
+unprivileged and as root; needs no cgroup.
+
+A thread in uninterruptible sleep (``D``) cannot take SIGSTOP until its system call ends, and one waiting in
+``vfork`` for a child the freeze stopped never ends it (an honest ``subprocess`` call on a thread does this). Such a
+thread runs no user code while its process has a stop pending (the stop is taken on the way back to user mode), so
+a ``D`` thread whose CPU time has not moved for :data:`SETTLE_S` counts as stopped; :meth:`Frozen.ran` then
+accepts it still asleep or stopped, and anything else as having run.
 
 Reads ``/proc/PID/task/TID/children``, ``stat`` and ``schedstat`` (Linux 3.5+). Nothing happens at import.
 """
@@ -23,6 +30,12 @@ FREEZE_TIMEOUT_S = 5.0
 is not stopped by then is ended (a thread held in the kernel, a tree that keeps growing)."""
 _STOPPED = frozenset("TtZXx")
 """Task states that run no user code: stopped (T), traced (t), dead or zombie."""
+_ASLEEP = "D"
+"""Uninterruptible sleep: counts as stopped once its CPU time has not moved for :data:`SETTLE_S`."""
+_DEAD = frozenset("ZXx")
+SETTLE_S = 0.05
+"""How long a ``D`` thread's CPU time must stand still before it counts as stopped (a vfork wait is idle; a thread
+finishing an ordinary disk read or driver call leaves ``D`` well within it)."""
 
 
 class FreezeError(RuntimeError):
@@ -68,8 +81,25 @@ def tree(root: int) -> list[int]:
     return order
 
 
-def _all_stopped(pid: int) -> bool:
-    return all(_state(pid, tid) in _STOPPED for tid in _tasks(pid))
+def _all_stopped(pid: int, asleep: dict | None = None, now: float = 0.0) -> bool:
+    """Every thread of ``pid`` stopped; with ``asleep`` (``(pid, tid) -> (first seen, CPU time)``, kept by the
+    caller across passes), a ``D`` thread whose CPU time stood still for :data:`SETTLE_S` counts as stopped."""
+    ok = True
+    for tid in _tasks(pid):
+        st = _state(pid, tid)
+        if st in _STOPPED:
+            continue
+        if st == _ASLEEP and asleep is not None:
+            rt = _runtime(pid, tid)
+            seen = asleep.get((pid, tid))
+            if seen is None or seen[1] != rt:
+                asleep[(pid, tid)] = (now, rt)
+                ok = False
+            elif now - seen[0] < SETTLE_S:
+                ok = False
+            continue
+        ok = False
+    return ok
 
 
 def _runtime(pid: int, tid: str) -> int | None:
@@ -82,31 +112,49 @@ def _runtime(pid: int, tid: str) -> int | None:
 
 
 class Frozen(list):
-    """The pids :func:`freeze` stopped (a list, for :func:`thaw`), with every thread's CPU time once all were
-    stopped."""
+    """The pids :func:`freeze` stopped (a list, for :func:`thaw`), with every thread's state and CPU time once all
+    were stopped."""
 
     def __init__(self, root: int, pids: list[int]):
         super().__init__(pids)
         self.root = root
-        self.runtime = {(pid, tid): _runtime(pid, tid) for pid in pids for tid in _tasks(pid)}
+        self.state = {(pid, tid): _state(pid, tid) for pid in pids for tid in _tasks(pid)}
+        self.runtime = {key: _runtime(*key) for key in self.state}
 
     def ran(self) -> list[str]:
         """Why the tree is no longer what was stopped: a thread that ran (its CPU time grew), one that is not
-        stopped, a process that was not there; empty when nothing of it ran since :func:`freeze`."""
+        stopped, a process or thread that appeared, or one that exited (it must have run to do so: a stopped
+        thread cannot exit, and nothing but the parent kills); empty when nothing of it ran since :func:`freeze`."""
         out = []
-        for pid in tree(self.root):
+        now_tree = tree(self.root)
+        for pid in now_tree:
             if pid not in self:
                 out.append(f"process {pid} appeared")
                 continue
             for tid in _tasks(pid):
-                now, then = _runtime(pid, tid), self.runtime.get((pid, tid))
-                if then is None and now is not None:
+                key = (pid, tid)
+                if key not in self.state:
                     out.append(f"thread {tid} of process {pid} appeared")
-                elif now is not None and now > then:
+                    continue
+                now_state, was = _state(pid, tid), self.state[key]
+                if was == _ASLEEP:  # its system call may end (kernel time), but no user code runs
+                    if now_state not in _STOPPED and now_state != _ASLEEP:
+                        out.append(f"thread {tid} of process {pid} left its system call and is running")
+                    continue
+                now, then = _runtime(pid, tid), self.runtime.get(key)
+                if now is not None and then is not None and now > then:
                     out.append(f"thread {tid} of process {pid} ran {(now - then) / 1e3:.0f} us")
-                elif _state(pid, tid) not in _STOPPED:
+                elif now_state not in _STOPPED:
                     out.append(f"thread {tid} of process {pid} is running")
-        return out
+        alive_now = set(now_tree)
+        for (pid, tid), was in self.state.items():
+            if was in _DEAD:
+                continue
+            if pid not in alive_now:
+                out.append(f"process {pid} exited")
+            elif _state(pid, tid) in _DEAD:
+                out.append(f"thread {tid} of process {pid} exited")
+        return sorted(set(out))
 
 
 def freeze(root: int, timeout_s: float = FREEZE_TIMEOUT_S) -> Frozen:
@@ -117,7 +165,9 @@ def freeze(root: int, timeout_s: float = FREEZE_TIMEOUT_S) -> Frozen:
     deadline = time.monotonic() + timeout_s
     stopped: list[int] = []
     known: set[int] = set()
+    asleep: dict = {}
     while True:
+        now = time.monotonic()
         running = False
         for pid in tree(root):
             if pid not in known:
@@ -128,13 +178,13 @@ def freeze(root: int, timeout_s: float = FREEZE_TIMEOUT_S) -> Frozen:
                 except ProcessLookupError:
                     continue
                 running = True
-            elif not _all_stopped(pid):
+            elif not _all_stopped(pid, asleep, now):
                 running = True
                 try:
                     os.kill(pid, signal.SIGSTOP)  # continued by a process that ran until its own stop
                 except ProcessLookupError:
                     pass
-        if not running and all(_all_stopped(pid) for pid in tree(root)) and set(tree(root)) <= known:
+        if not running and all(_all_stopped(pid, asleep, now) for pid in tree(root)) and set(tree(root)) <= known:
             return Frozen(root, stopped)
         if time.monotonic() > deadline:
             raise FreezeError(f"the worker's process tree ({len(known)} process(es)) did not stop within "
