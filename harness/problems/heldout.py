@@ -34,6 +34,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import hashlib
+import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,8 +100,25 @@ def literal_constants(path: str | Path) -> dict[str, Any]:
     return out
 
 
+_SHAPES: dict[str, tuple | None] = {}
+
+
 def _shapes(path: Path, overrides: dict[str, Any]) -> tuple[list, list] | None:
-    """(input shapes, output shapes) of the module at ``overrides``, on meta tensors; None when it fails there."""
+    """(input shapes, output shapes) of the module at ``overrides``, on meta tensors; None when it fails there.
+    Kept per (file, overrides) for the process: a draw asks for the same sizes again."""
+    key = json.dumps([str(path), sorted((k, list(v) if isinstance(v, tuple) else v) for k, v in overrides.items())],
+                     default=str)
+    if key not in _SHAPES:
+        got = _meta_run(path, overrides)
+        _SHAPES[key] = None if got is None else got[:2]
+        _PARAMS[key] = None if got is None else got[2]
+    return _SHAPES[key]
+
+
+_PARAMS: dict[str, int | None] = {}
+
+
+def _meta_run(path: Path, overrides: dict[str, Any]) -> tuple[list, list, int] | None:
     import warnings
 
     import torch
@@ -121,8 +139,19 @@ def _shapes(path: Path, overrides: dict[str, Any]) -> tuple[list, list] | None:
     except Exception:  # noqa: BLE001 - a size the module does not accept
         return None
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    params = sum(t.numel() for t in [*model.parameters(), *model.buffers()] if t.is_floating_point())
     return ([tuple(x.shape) for x in inputs if isinstance(x, torch.Tensor)],
-            [tuple(o.shape) for o in outs if isinstance(o, torch.Tensor)])
+            [tuple(o.shape) for o in outs if isinstance(o, torch.Tensor)], params)
+
+
+def _elements(shapes: list) -> int:
+    n = 0
+    for shape in shapes:
+        k = 1
+        for d in shape:
+            k *= d
+        n += k
+    return n
 
 
 def _grew(before: list, after: list, v: int | None) -> bool:
@@ -253,13 +282,7 @@ def _input_bytes(path: Path, overrides: dict[str, Any], dtype: str) -> int | Non
     shapes = _shapes(path, overrides)
     if shapes is None:
         return None
-    n = 0
-    for shape in shapes[0] + shapes[1]:
-        k = 1
-        for s in shape:
-            k *= s
-        n += k
-    return n * ELEM_BYTES.get(dtype, 4)
+    return _elements(shapes[0] + shapes[1]) * ELEM_BYTES.get(dtype, 4)
 
 
 def heldout_workloads(problem: Problem, workload: Workload, base_seed: int, count: int = DEFAULT_COUNT,
@@ -267,14 +290,11 @@ def heldout_workloads(problem: Problem, workload: Workload, base_seed: int, coun
     """``count`` held-out workloads of ``workload`` for the run whose secret seed is ``base_seed`` (fewer when the
     problem has fewer distinct shapes to offer; none when it has no extent), within ``device``'s byte budget
     (:data:`MAX_GROWTH`)."""
-    from harness.problems.workloads import build_workload, problem_context
-
     if count <= 0 or is_heldout(workload):
         return []
     exts = extents(problem, workload)
     if not exts:
         return []
-    ctx = problem_context(problem)
     taken: list[dict[str, Any]] = [dict(workload.overrides)]
     out: list[Workload] = []
     for index in range(1, count + 1):
@@ -287,15 +307,47 @@ def heldout_workloads(problem: Problem, workload: Workload, base_seed: int, coun
         if over is None:
             continue
         taken.append(over)
-        changed = {k: v for k, v in over.items() if workload.overrides.get(k) != v}
-        try:
-            w = build_workload(problem, name=f"{workload.name}~heldout-{index}", set_=over, dtype=workload.dtype,
-                               tags=(HELDOUT_TAG, _OF + workload.name), allow_tf32=workload.allow_tf32, secret=True,
-                               where=f"held-out shape {index} of {workload.name} ({changed})", context=ctx)
-        except ProblemError:
-            continue
-        out.append(dataclasses.replace(w, atol=workload.atol, rtol=workload.rtol))
+        w = _workload_at(problem, workload, over, index)
+        if w is not None:
+            out.append(w)
     return out
+
+
+def _workload_at(problem: Problem, public: Workload, overrides: dict[str, Any], index: int) -> Workload | None:
+    """Held-out workload ``index`` of ``public`` at ``overrides``: the public workload's dtype, tolerance and TF32,
+    the module's final sizes, its reduction length and the byte counts of its meta run. No FLOPs: a held-out shape
+    is never timed or screened (and its cost is not derived, so nothing of a run's secret shapes reaches the cost
+    cache on disk)."""
+    from harness.problems.problem import ELEM_BYTES
+    from harness.problems.sizes import effective_sizes
+    from harness.problems.workloads import eval_expr, exec_module
+
+    path = Path(problem.path)
+    shapes = _shapes(path, overrides)
+    if shapes is None:
+        return None
+    try:
+        module, tree = exec_module(path, overrides)
+    except Exception:  # noqa: BLE001 - refused at these sizes after all
+        return None
+    sizes = effective_sizes(module.__dict__, tree)
+    elem = ELEM_BYTES.get(public.dtype, 4)
+    red = (getattr(module, "KERNELGATE", None) or {}).get("reduction_length")
+    names = {k: v for k, v in sizes.items() if isinstance(v, (int, float))}
+    names["ELEM"] = elem
+    try:
+        red_len = int(eval_expr(red, names, path=path, field_name="reduction_length")) if red is not None else None
+    except ProblemError:
+        red_len = public.reduction_length
+    ins, outs = _elements(shapes[0]) * elem, _elements(shapes[1]) * elem
+    key = json.dumps([str(path), sorted((k, list(v) if isinstance(v, tuple) else v) for k, v in overrides.items())],
+                     default=str)
+    params = (_PARAMS.get(key) or 0) * elem
+    return dataclasses.replace(
+        public, name=f"{public.name}~heldout-{index}", params=sizes, tags=(HELDOUT_TAG, _OF + public.name),
+        flops=0, flops_known=False, min_bytes=ins + outs + params, reduction_length=red_len, input_bytes=ins,
+        output_bytes=outs, param_bytes=params, read_bytes=ins + params, write_bytes=outs, secret=True,
+        cost_note="a held-out shape: never timed, so no FLOPs", overrides=dict(overrides))
 
 
 def index_of(w: Workload) -> int:
