@@ -51,7 +51,12 @@ PY
   d=$(mktemp -d); chmod 755 "$d"; chown kgprobe "$d" 2>/dev/null
   (cd "$d" && setpriv --reuid kgprobe --regid kgprobe --clear-groups env PYTHONPATH="$PYTHONPATH" HOME="$d" \
      python3 -m harness.execute.boundary.probe --cuda) 2>&1 | tail -3 | sed 's/^/cuda unprivileged: /' | tee -a "$OUT/probe.txt"
+  (cd "$d" && setpriv --reuid kgprobe --regid kgprobe --clear-groups env PYTHONPATH="$PYTHONPATH" HOME="$d" \
+     python3 -c "import torch; torch.ones(1, device='cuda'); torch.cuda.synchronize(); print('ok')") 2>&1 | tail -1 \
+     | sed 's/^/cuda unprivileged, no boundary: /' | tee -a "$OUT/probe.txt"
   rm -rf "$d"
+  stamp "seccomp rules against the CUDA driver"
+  timeout 200 python3 tools/device/seccomp_cuda.py 2>&1 | tee -a "$OUT/probe.txt"
 elif [ "$part" = honest ]; then
   stamp "honest libraries"
   timeout ${KG_HONEST_S:-200} python3 -m harness run tests/execute/fixtures/honest_gpu --device cuda --quick \

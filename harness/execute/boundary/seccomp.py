@@ -67,10 +67,29 @@ def binding() -> Any:
     return pyseccomp
 
 
-def install(sc: Any = None) -> str:
+def rules(sc: Any) -> list[tuple[str, Any, str, tuple]]:
+    """The filter's rules as ``(group, action, call, argument tests)``; ``sc``: :func:`binding`'s result. The group
+    names the wall a rule belongs to (``tools/device/seccomp_cuda.py`` installs them one group at a time to find
+    which one a driver trips over)."""
+    refused = sc.ERRNO(errno.EPERM)
+    out: list[tuple[str, Any, str, tuple]] = [("refused", refused, name, ()) for name in REFUSED]
+    out += [("self_only", refused, name, (sc.Arg(arg, sc.NE, 0),)) for name, arg in SELF_ONLY]
+    out += [("clone_ns", refused, "clone", (sc.Arg(0, sc.MASKED_EQ, bit, bit),))  # clone(flags, ...) with the flag
+            for bit in (1 << i for i in range(32) if NAMESPACE_CLONE_FLAGS >> i & 1)]
+    out.append(("clone3", sc.ERRNO(errno.ENOSYS), "clone3", ()))
+    # int arguments are compared on their low 32 bits, as the kernel reads them: a family of 0x100000001 is
+    # AF_UNIX to socket() but not equal to 1 in the 64-bit register the filter sees
+    out.append(("af_unix", refused, "socket", (sc.Arg(0, sc.MASKED_EQ, INT_MASK, AF_UNIX),)))
+    out.append(("sigcont", refused, "fcntl", (sc.Arg(1, sc.MASKED_EQ, INT_MASK, F_SETSIG),
+                                              sc.Arg(2, sc.MASKED_EQ, INT_MASK, SIGCONT))))
+    out.append(("sigcont", refused, "clone", (sc.Arg(0, sc.MASKED_EQ, CSIGNAL, SIGCONT),)))
+    return out
+
+
+def install(sc: Any = None, groups: tuple[str, ...] | None = None) -> str:
     """Load the filter on the calling process (every thread, and every process it starts later, inherits it;
-    nothing removes it); ``sc``: :func:`binding`'s result. Returns a short description; raises
-    :class:`SeccompUnavailable` when it cannot."""
+    nothing removes it); ``sc``: :func:`binding`'s result; ``groups``: only the rules of these groups (a
+    diagnosis; None: all). Returns a short description; raises :class:`SeccompUnavailable` when it cannot."""
     sc = sc if sc is not None else binding()
     try:
         f = sc.SyscallFilter(sc.ALLOW)
@@ -80,28 +99,17 @@ def install(sc: Any = None) -> str:
         f.set_attr(sc.Attr.CTL_TSYNC, 1)  # every thread of the process, not only the caller
     except Exception:  # noqa: BLE001 - an old libseccomp: the caller is single-threaded here anyway
         pass
-    refused = sc.ERRNO(errno.EPERM)
-    skipped = []
-
-    def rule(action: Any, name: str, *args: Any) -> None:
+    added, skipped = set(), set()
+    for group, action, name, args in rules(sc):
+        if groups is not None and group not in groups:
+            continue
         try:
             f.add_rule(action, name, *args)
+            added.add(name)
         except Exception:  # noqa: BLE001 - a call this architecture or libseccomp does not know
-            skipped.append(name)
-    for name in REFUSED:
-        rule(refused, name)
-    for name, arg in SELF_ONLY:
-        rule(refused, name, sc.Arg(arg, sc.NE, 0))
-    for bit in (1 << i for i in range(32) if NAMESPACE_CLONE_FLAGS >> i & 1):
-        rule(refused, "clone", sc.Arg(0, sc.MASKED_EQ, bit, bit))  # clone(flags, ...) with that flag set
-    rule(sc.ERRNO(errno.ENOSYS), "clone3")
-    # int arguments are compared on their low 32 bits, as the kernel reads them: a family of 0x100000001 is
-    # AF_UNIX to socket() but not equal to 1 in the 64-bit register the filter sees
-    rule(refused, "socket", sc.Arg(0, sc.MASKED_EQ, INT_MASK, AF_UNIX))
-    rule(refused, "fcntl", sc.Arg(1, sc.MASKED_EQ, INT_MASK, F_SETSIG), sc.Arg(2, sc.MASKED_EQ, INT_MASK, SIGCONT))
-    rule(refused, "clone", sc.Arg(0, sc.MASKED_EQ, CSIGNAL, SIGCONT))
+            skipped.add(name)
     try:
         f.load()
     except Exception as exc:  # noqa: BLE001
         raise SeccompUnavailable(f"the kernel refused the seccomp filter: {exc}") from None
-    return f"seccomp ({len(REFUSED) + len(SELF_ONLY) + 3 - len(set(skipped))} calls filtered)"
+    return f"seccomp ({len(added)} calls filtered)"

@@ -62,6 +62,13 @@ def drain(stream: Any, buf: CappedBuffer) -> None:
         buf.feed(chunk)
 
 
+def worker_pythonpath() -> str:
+    """The import path of every process the parent starts: the project, then ``KERNELGATE_EXTRA_PYTHONPATH`` or
+    the parent's own ``PYTHONPATH`` (packages a user put there, a carried site folder)."""
+    extra = os.environ.get("KERNELGATE_EXTRA_PYTHONPATH") or os.environ.get("PYTHONPATH")
+    return str(PROJECT_ROOT) + (os.pathsep + extra if extra else "")
+
+
 def scrubbed_env(scratch: Path, device: str, gpu: int | None, threads: int = 1) -> dict[str, str]:
     """The whole environment of a worker or checker: nothing of the parent's leaks through.
 
@@ -94,9 +101,7 @@ def scrubbed_env(scratch: Path, device: str, gpu: int | None, threads: int = 1) 
                         "KERNELGATE_CHECKER_CACHE_MB", "KERNELGATE_FAKE_DEVICE_MEMORY_GB"):
         if passthrough in os.environ:
             env[passthrough] = os.environ[passthrough]
-    extra_path = os.environ.get("KERNELGATE_EXTRA_PYTHONPATH") or os.environ.get("PYTHONPATH")
-    if extra_path:
-        env["PYTHONPATH"] += os.pathsep + extra_path
+    env["PYTHONPATH"] = worker_pythonpath()
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
         env["CUDA_VISIBLE_DEVICES"] = ""

@@ -17,7 +17,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-from pathlib import Path
 
 from harness.execute.boundary.enter import Confinement
 
@@ -37,8 +36,9 @@ def probe(device: str = "cpu") -> Confinement:
     with _LOCK:
         if key in _CACHE:
             return _CACHE[key]
-    root = Path(__file__).resolve().parents[3]
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(root), "LANG": "C.UTF-8",
+    from harness.execute.parent.children import worker_pythonpath
+
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": worker_pythonpath(), "LANG": "C.UTF-8",
            "PYTHONDONTWRITEBYTECODE": "1"}
     for passthrough in ("LD_LIBRARY_PATH", "TMPDIR", "CUDA_VISIBLE_DEVICES", "CUDA_HOME"):
         if passthrough in os.environ:
