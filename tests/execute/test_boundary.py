@@ -48,7 +48,8 @@ CONFINED = textwrap.dedent('''
     attempt("scheduler", lambda: os.sched_setscheduler(target, os.SCHED_IDLE, os.sched_param(0)))
     attempt("priority", lambda: os.setpriority(os.PRIO_PROCESS, target, 19))
     attempt("pidfd", lambda: os.pidfd_open(target))
-    attempt("unix_socket", lambda: __import__("socket").socket(__import__("socket").AF_UNIX))
+    attempt("unix_connect", lambda: __import__("socket").socket(__import__("socket").AF_UNIX).connect(
+        f"/tmp/kernelgate-boundary-bait-{target}.sock"))  # a listener of the test's, outside the worker's tree
     attempt("environ", lambda: open(f"/proc/{target}/environ", "rb").read())
     attempt("unshare", lambda: os.unshare(0x10000000) if hasattr(os, "unshare") else
             (_ for _ in ()).throw(OSError(ctypes.CDLL(None, use_errno=True).unshare(0x10000000) and ctypes.get_errno(), "")))
@@ -80,13 +81,31 @@ def _confined(tmp_path: Path, *args: str, python: str = sys.executable, env: dic
     return proc.returncode, json.loads(lines[0]), err
 
 
+@pytest.fixture(autouse=True)
+def bait():
+    """A unix socket listening at a path outside every worker's tree (the confined script tries to connect)."""
+    import socket
+
+    path = f"/tmp/kernelgate-boundary-bait-{os.getpid()}.sock"
+    if os.path.exists(path):
+        os.unlink(path)
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(path)
+    os.chmod(path, 0o777)
+    s.listen(4)
+    yield path
+    s.close()
+    os.unlink(path)
+
+
 def _assert_confined(seen: dict) -> None:
     c = seen["confinement"]
     assert not c["missing"], c["missing"]
     assert {"user", "pid", "mount", "net", "ipc"} <= set(c["namespaces"]) and c["private_proc"]
     assert seen["pid"] == 1 and seen["proc"] == [1], seen["proc"]  # its own namespace, nothing else in /proc
-    for name in ("kill", "prlimit", "affinity", "scheduler", "priority", "pidfd", "environ", "ptrace", "unix_socket"):
+    for name in ("kill", "prlimit", "affinity", "scheduler", "priority", "pidfd", "environ", "ptrace", "unix_connect"):
         assert seen[name] != "allowed", (name, seen[name])
+    assert seen["unix_connect"] == "ENOENT", seen["unix_connect"]  # as if the bait did not exist
     assert seen["kill"] == "ESRCH" and seen["prlimit"] in ("ESRCH", "EPERM")  # the harness's pid names nothing
     assert seen["unshare"] == "EPERM" and seen["ptrace"] in ("EPERM", "ESRCH")
     st = seen["status"]

@@ -13,9 +13,13 @@ listed is allowed (honest kernels need the ordinary system: threads, files, memo
                         bpf, perf_event_open, userfaultfd, io_uring_*, keyctl/add_key/request_key,
                         kexec_*, *_module, acct, swapon/off, reboot, syslog, quotactl, open_by_handle_at,
                         name_to_handle_at, iopl/ioperm: the kernel's shared state and known escape routes
-                        socket(AF_UNIX): unix sockets bound to paths on the host (a container runtime's API,
-                        Ray's raylet, D-Bus) are reachable through the worker's view of the file tree, and
-                        neither the network namespace nor Landlock rules connect(); socketpair stays
+    refused (ENOENT)    connect: unix sockets bound to paths on the host (a container runtime's API, Ray's
+                        raylet, D-Bus) are reachable through the worker's view of the file tree, and neither
+                        the network namespace nor Landlock up to ABI 7 rules connect(); every connect answers
+                        as if no such socket existed, which is what the CUDA driver meets on a machine without
+                        an MPS server (it makes a unix socket at start and refuses to run when socket() fails)
+    refused (EPERM)     sendto with an address, sendmsg, sendmmsg: a datagram needs no connect (the host's
+                        /dev/log, journald); send on a connected pair (socketpair) stays
                         fcntl(F_SETSIG, SIGCONT), clone with SIGCONT as its exit signal: ways to have the
                         kernel deliver SIGCONT to a stopped worker (a lease break, I/O readiness, a child's
                         end) while the checker reads its outputs (the parent also sees any thread that ran then:
@@ -46,7 +50,7 @@ SELF_ONLY = (("prlimit64", 0), ("setpriority", 1), ("sched_setscheduler", 0), ("
 """(call, argument index of the target): refused unless the target is 0, the caller itself."""
 NAMESPACE_CLONE_FLAGS = 0x7E020000
 """CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET."""
-AF_UNIX, F_SETSIG, SIGCONT, CSIGNAL = 1, 10, 18, 0xFF
+F_SETSIG, SIGCONT, CSIGNAL = 10, 18, 0xFF
 INT_MASK = 0xFFFFFFFF
 """The bits of a C ``int`` argument (the kernel truncates the 64-bit register; a filter that compares all 64 bits is
 passed by setting the upper ones). The self-only targets need no mask: any nonzero register is refused."""
@@ -77,9 +81,11 @@ def rules(sc: Any) -> list[tuple[str, Any, str, tuple]]:
     out += [("clone_ns", refused, "clone", (sc.Arg(0, sc.MASKED_EQ, bit, bit),))  # clone(flags, ...) with the flag
             for bit in (1 << i for i in range(32) if NAMESPACE_CLONE_FLAGS >> i & 1)]
     out.append(("clone3", sc.ERRNO(errno.ENOSYS), "clone3", ()))
-    # int arguments are compared on their low 32 bits, as the kernel reads them: a family of 0x100000001 is
-    # AF_UNIX to socket() but not equal to 1 in the 64-bit register the filter sees
-    out.append(("af_unix", refused, "socket", (sc.Arg(0, sc.MASKED_EQ, INT_MASK, AF_UNIX),)))
+    out.append(("reach", sc.ERRNO(errno.ENOENT), "connect", ()))
+    out += [("reach", refused, "sendto", (sc.Arg(4, sc.NE, 0),)), ("reach", refused, "sendmsg", ()),
+            ("reach", refused, "sendmmsg", ())]
+    # int arguments are compared on their low 32 bits, as the kernel reads them: F_SETSIG's 0x10000000a is
+    # F_SETSIG to fcntl() but not equal to 10 in the 64-bit register the filter sees
     out.append(("sigcont", refused, "fcntl", (sc.Arg(1, sc.MASKED_EQ, INT_MASK, F_SETSIG),
                                               sc.Arg(2, sc.MASKED_EQ, INT_MASK, SIGCONT))))
     out.append(("sigcont", refused, "clone", (sc.Arg(0, sc.MASKED_EQ, CSIGNAL, SIGCONT),)))
