@@ -110,12 +110,13 @@ _SUMS: dict[str, bool] = {}
 
 
 def output_sums(problem: Any, w: Any, mode: str) -> bool:
-    """Whether an output of ``problem``'s Model at ``w``'s sizes is a linear function of sums
-    (:func:`harness.execute.checker.terms.has_sums`, on meta tensors); kept for the process."""
+    """Whether an output of ``problem``'s Model is a linear function of sums
+    (:func:`harness.execute.checker.terms.has_sums`, on meta tensors at ``w``'s sizes). It is the model's structure,
+    not its sizes: decided once per problem file and mode for the process (held-out shapes included)."""
     from harness.execute.checker.terms import has_sums
     from harness.problems.workloads import load_module
 
-    key = json.dumps([str(problem.path), problem.source_sha256, w.params, mode], sort_keys=True, default=str)
+    key = json.dumps([str(problem.path), problem.source_sha256, mode], sort_keys=True, default=str)
     with _CACHE_LOCK:
         hit = _SUMS.get(key)
     if hit is None:
