@@ -63,7 +63,7 @@ elif [ "$part" = honest ]; then
     --out "$OUT/honest" --scratch $scratch/h --jobs 8 --yes-execute --no-progress > "$OUT/honest.txt" 2>&1
   echo "honest exit $?" >> "$OUT/honest.txt"; tail -25 "$OUT/honest.txt"
   stamp "honest libraries outside KernelGate"
-  timeout 150 python3 tools/device/honest_libraries.py tests/execute/fixtures/honest_gpu "$OUT/honest" \
+  timeout 70 python3 tools/device/honest_libraries.py tests/execute/fixtures/honest_gpu "$OUT/honest" \
     --json "$OUT/honest_check.json" 2>&1 | tee "$OUT/honest_check.txt"
   cp "$OUT/honest/results.jsonl" "$OUT/honest_results.jsonl" 2>/dev/null
   rm -rf "$OUT/honest"
