@@ -240,3 +240,30 @@ def local_reference(problem_path: str | Path, params: dict, dtype: str, *, devic
         return refs, libs, terms, changed
 
     return reference
+
+
+def answer(req: Any, reference: Callable[[int, int], tuple]) -> Any:
+    """The checker's reply to a :class:`~harness.execute.wire.protocol.FairnessProbe`: the verdicts of the profiles
+    it asks for, from the cache folder it names or probed with ``reference`` ((seed, profile) -> (float64
+    references, library outputs, the sums' error scales or None, the problem module): the rounds' own)."""
+    import time
+
+    from harness.execute.shared.inputs import make_profile_inputs
+    from harness.execute.wire import protocol as P
+
+    t0 = time.perf_counter()
+    ctx = req.ctx
+
+    def probe(seed: int, profile: int) -> tuple[list, list, list, bool]:
+        refs, libs, terms, module = reference(seed, profile)
+        _, changed = make_profile_inputs(module, ctx.dtype, ctx.device, seed, profile, ctx.input_transform)
+        return refs, libs, terms or [None] * len(refs), changed
+
+    found, cached = verdicts(probe, problem_path=ctx.problem_path, params=ctx.params, dtype=ctx.dtype,
+                             allow_tf32=ctx.allow_tf32, mode=ctx.mode, baseline=ctx.baseline,
+                             input_transform=ctx.input_transform, atol=req.atol, rtol=req.rtol,
+                             reduction_length=req.reduction_length, device=ctx.device,
+                             folder=Path(req.cache_dir) if req.cache_dir else None, only=req.profiles)
+    return P.FairnessReply(verdicts=tuple(P.ProfileVerdict(v.profile, v.name, v.fair, v.reason[:2000],
+                                                           v.library_excess) for v in found),
+                           cached=cached, probe_s=round(time.perf_counter() - t0, 4))

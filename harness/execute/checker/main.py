@@ -26,12 +26,9 @@ What it does, per request:
   the library on them back to back, for the parent's wall clock.
 * ``LibKernels``: the library's forward under the profiler: which kernels the
   library op is made of on this device.
-* ``FairnessProbe``: which value profiles are fair for a workload (the float64
-  reference finite, the library within half the tolerance), probed once with
-  the rounds' own reference and cached on disk
-  (:mod:`harness.execute.checker.fairness`). Where an output is a sum, every
-  reference also carries the sums' error scales
-  (:mod:`harness.execute.checker.terms`), which ``Compare`` and ``Verify`` use.
+* ``FairnessProbe``: which value profiles are fair for a workload
+  (:mod:`harness.execute.checker.fairness`). A reference of a sum carries its
+  error scale (:mod:`harness.execute.checker.terms`) for ``Compare`` and ``Verify``.
 
 References are cached, least recently used first out, up to
 ``KERNELGATE_CHECKER_CACHE_MB`` (default 4096) per process: every candidate
@@ -41,7 +38,6 @@ one problem share one reference computation.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
@@ -51,6 +47,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+from harness.execute.checker.terms import trail_for
 from harness.execute.wire import protocol as P
 
 _REF_CACHE: "OrderedDict[str, tuple[list, list]]" = OrderedDict()
@@ -58,8 +55,7 @@ _REF_CACHE_MAX_ENTRIES = 64
 _CTX: "OrderedDict[str, Any]" = OrderedDict()
 _CTX_MAX = 8
 _KEPT: dict[int, tuple[list, P.Context, int, int]] = {}
-_TERMS: "OrderedDict[str, list]" = OrderedDict()
-"""The sums' error scales of a cached reference (same key; :mod:`harness.execute.checker.terms`)."""
+_TERMS: "OrderedDict[str, list]" = OrderedDict()  # the sums' error scales of a cached reference (same key)
 _STATE: dict[str, Any] = {}
 
 
@@ -154,7 +150,7 @@ def _reference(ctx: P.Context, seed: int, transform: int) -> tuple[list, list]:
     inputs = _inputs(ctx, b.module, seed, transform)
     libs = [t.detach() for t in flatten_outputs(b.thread.run(forward, b.model, [x.clone() if isinstance(x, torch.Tensor)
                                                                             else x for x in inputs], _fwd_seed(ctx, seed)))]
-    with torch.no_grad(), _trail(ctx, b, inputs) as trail:
+    with torch.no_grad(), trail_for(ctx.sums) as trail:
         try:
             model64 = make_reference_model(b.module, "float64", ctx.device, ctx.model_seed, ctx.mode)
             in64 = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
@@ -180,53 +176,23 @@ def _reference(ctx: P.Context, seed: int, transform: int) -> tuple[list, list]:
     return refs, libs
 
 
-@contextlib.contextmanager
-def _trail(ctx: P.Context, b: _Baseline, inputs: list):
-    """Around the reference's forward: where an output of the problem is a sum (``ctx.sums``), the magnitude trail
-    that gives the sums' error scales (:mod:`harness.execute.checker.terms`); yields outputs -> their scales (None
-    each where no output is a sum)."""
-    from harness.execute.checker.terms import term_sizes, trail
-
-    if not ctx.sums:
-        yield lambda outs: [None] * len(outs)
-        return
-    with trail():
-        yield term_sizes
-
-
 def _terms_of(ctx: P.Context, seed: int, transform: int) -> list | None:
     """The sums' error scales of the reference :func:`_reference` computed for these inputs (None: unknown)."""
     key = json.dumps([ctx.key, seed, transform])
     if key in _TERMS:
         _TERMS.move_to_end(key)
-        return _TERMS[key]
-    return None
+    return _TERMS.get(key)
 
 
 def fairness_probe(req: P.FairnessProbe) -> P.FairnessReply:
-    """Which value profiles are fair for the workload (:mod:`harness.execute.checker.fairness`), probed with the
-    rounds' own reference and library (:func:`_reference`), or from the cache."""
-    from harness.execute.checker import fairness
-    from harness.execute.shared.inputs import make_profile_inputs
+    """Which value profiles are fair (:func:`harness.execute.checker.fairness.answer`), with the rounds' own
+    reference and library (:func:`_reference`)."""
+    from harness.execute.checker.fairness import answer
 
-    t0 = time.perf_counter()
-    ctx = req.ctx
+    def reference(seed: int, profile: int) -> tuple[list, list, list | None, Any]:
+        return (*_reference(req.ctx, seed, profile), _terms_of(req.ctx, seed, profile), _baseline(req.ctx).module)
 
-    def reference(seed: int, profile: int) -> tuple[list, list, list, bool]:
-        refs, libs = _reference(ctx, seed, profile)
-        terms = _terms_of(ctx, seed, profile) or [None] * len(refs)
-        _, changed = make_profile_inputs(_baseline(ctx).module, ctx.dtype, ctx.device, seed, profile,
-                                         ctx.input_transform)
-        return refs, libs, terms, changed
-
-    found, cached = fairness.verdicts(reference, problem_path=ctx.problem_path, params=ctx.params, dtype=ctx.dtype,
-                                      allow_tf32=ctx.allow_tf32, mode=ctx.mode, baseline=ctx.baseline,
-                                      input_transform=ctx.input_transform, atol=req.atol, rtol=req.rtol,
-                                      reduction_length=req.reduction_length, device=ctx.device,
-                                      folder=Path(req.cache_dir) if req.cache_dir else None, only=req.profiles)
-    return P.FairnessReply(verdicts=tuple(P.ProfileVerdict(v.profile, v.name, v.fair, v.reason[:2000],
-                                                           v.library_excess) for v in found),
-                           cached=cached, probe_s=round(time.perf_counter() - t0, 4))
+    return answer(req, reference)
 
 
 def _busy_reads() -> int:
@@ -370,13 +336,9 @@ def verify(req: P.Verify) -> P.VerifyReply:
             return P.VerifyReply(ok=False, status="REWARD_HACK",
                                  detail=f"a timed call modified its input(s): {changed}")
     # the library's kept output is the reference here; the comparison reads it chunk by chunk, as float32 (no
-    # operand is float64). Where an output is a sum, its error scale comes from the float64 reference of these
-    # inputs (the rounds' own): two kernels that each sum in their own order differ by up to both their errors
-    terms = None
-    if ctx.sums:
-        _reference(ctx, seed, transform)
-        terms = [t * req.tolerance_factor if t is not None else None
-                 for t in (_terms_of(ctx, seed, transform) or [])] or None
+    # operand is float64). A sum's error scale is the float64 reference's of these inputs, times the factor
+    terms = _reference(ctx, seed, transform) and _terms_of(ctx, seed, transform) if ctx.sums else None
+    terms = [t * req.tolerance_factor if t is not None else None for t in terms] if terms else None
     res = compare_outputs(outs, libs, libs, atol=req.atol * req.tolerance_factor, rtol=req.rtol * req.tolerance_factor,
                           reduction_length=req.reduction_length, terms=terms)
     changed = not still_equal(req.outputs, outs)

@@ -36,6 +36,7 @@ checker computes ``T`` only for a problem whose outputs are sums. Nothing here r
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any
 
@@ -193,6 +194,17 @@ def trail() -> Any:
     if not _MODE:
         _MODE.append(_mode_class())
     return _MODE[0]()
+
+
+@contextlib.contextmanager
+def trail_for(sums: bool):
+    """Around a reference's forward: where an output of the problem is a sum (``sums``: ``Context.sums``), the
+    trail; yields outputs -> their ``T`` (None each where no output is a sum)."""
+    if not sums:
+        yield lambda outs: [None] * len(outs)
+        return
+    with trail():
+        yield term_sizes
 
 
 def term_sizes(outputs: list) -> list:

@@ -37,6 +37,9 @@ the chosen ones, and lets it run again. No message ever tells the worker which c
 of the worker runs while its outputs are read.
 
 Conversation with a checker: one request, one reply (:data:`REPLY_FOR`).
+
+Size (about 650 lines): this module is the only definition of every message between the processes; splitting it
+would split the protocol. Most lines are the message classes themselves.
 """
 
 from __future__ import annotations
