@@ -49,22 +49,12 @@ CLAIM_RATIO = 0.75
 not have (honest kernels on the CPU path claim 0.85-1.0 of it: cold single calls against back-to-back ones; the
 relay fixture claims about 0.55)."""
 
-XFAIL = {
-    "softmax__report_relay_deferred.py": (
-        "the worker's channel must not be in reach of candidate code (check the worker's descriptor table against "
-        "the channel's pipes at each freeze, or keep the loop and its pipes in a process the candidate cannot "
-        "reach), and a claim must not be believed for being within a tolerance: score the parent's clock, or "
-        "bound the tolerance by the honest cold/warm gap measured on the library, not widened by the candidate's "
-        "own batch spread"),
-    "softmax__relay_edits_reports.py": (
-        "the facts the fallback rules judge (dispatch record, launch count, kernel table) travel through the "
-        "candidate's process: the channel must be out of its reach (the parent checks the worker's descriptor "
-        "table at each freeze: a channel descriptor that is not the pipe it made, or a second descriptor on it, "
-        "is tampering; or the trusted loop and its pipes live in a process the candidate cannot reach)"),
+XFAIL: dict[str, str] = {
 }
 """What must change for each attack that still works (and each honest case still accused). The other fixtures are
 stopped (the lease and the FIFO by the checker's non-blocking open and the freeze's CPU-time check, the padded
-view and the tqdm thread by rules that no longer accuse them): their tests guard that."""
+view and the tqdm thread by rules that no longer accuse them, the two relays by the parent's check of the worker's
+descriptor table at each freeze): their tests guard that."""
 
 RUNNER = r'''
 import json, sys, time

@@ -130,7 +130,7 @@ def enter(settings: dict, problem_paths: list[str], lifeline_pid: int | None = N
             why_not = str(exc)
     if not filtered:
         missing.append(f"seccomp: {why_not}")
-    not_dropped = privileges.drop_all()
+    not_dropped = privileges.drop_all(dumpable=private)  # alone in its PID namespace: the parent reads its fds
     if not_dropped:
         missing.append(f"no privileges: {', '.join(not_dropped)}")
     return Confinement(tuple(made), private, filtered, not not_dropped, landlock, tuple(missing), level)

@@ -5,8 +5,10 @@ dumpability; and the tie to its keeper (it dies when the keeper does).
   the effective, permitted and inheritable sets emptied. In its own user namespace the worker starts with every
   capability over that namespace; afterwards it has none anywhere, as root or not.
 * ``no_new_privs``: set-uid programs and file capabilities grant nothing (also required by Landlock and seccomp).
-* Not dumpable: processes of the same user (outside its namespaces) cannot ``ptrace`` it or open its
-  ``/proc/PID/mem``, and it leaves no core dump.
+* Not dumpable, unless it is alone in its own PID namespace with its own ``/proc``: then no process but the
+  harness's can name it, and the harness reads its descriptor table at each freeze (``/proc/PID/fd`` of a
+  non-dumpable process is closed to an unprivileged parent). Elsewhere processes of the same user cannot
+  ``ptrace`` it or open its ``/proc/PID/mem``. No core dump either way (``RLIMIT_CORE`` is 0).
 * Parent-death signal: SIGKILL when its keeper ends, so a worker never outlives the process that watches it.
 """
 
@@ -31,8 +33,9 @@ def die_with_parent(keeper_fd: int) -> None:
     os.close(keeper_fd)
 
 
-def drop_all() -> list[str]:
-    """Give up capabilities, new privileges and dumpability; returns what could not be done (empty when all)."""
+def drop_all(dumpable: bool = False) -> list[str]:
+    """Give up capabilities, new privileges and (unless ``dumpable``) dumpability; returns what could not be done
+    (empty when all)."""
     failed = []
     try:
         linux.prctl(linux.PR_SET_NO_NEW_PRIVS, 1)
@@ -53,8 +56,9 @@ def drop_all() -> list[str]:
         linux.clear_capabilities()
     except OSError as exc:
         failed.append(f"capabilities ({exc.strerror})")
-    try:
-        linux.prctl(linux.PR_SET_DUMPABLE, 0)
-    except OSError as exc:
-        failed.append(f"dumpable ({exc.strerror})")
+    if not dumpable:
+        try:
+            linux.prctl(linux.PR_SET_DUMPABLE, 0)
+        except OSError as exc:
+            failed.append(f"dumpable ({exc.strerror})")
     return failed

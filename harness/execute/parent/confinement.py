@@ -75,3 +75,46 @@ def live_descendants(pid: int) -> list[int]:
     from harness.execute.parent.freeze import _state, _tasks, tree
 
     return [child for child in tree(pid)[1:] if any(_state(child, tid) not in "ZXx" for tid in _tasks(child))]
+
+
+def channel_holders(pids: list[int], inodes: tuple[int, ...]) -> dict[int, list[tuple[int, int]]]:
+    """{pipe inode: [(pid, fd), ...]}: every descriptor of ``pids`` open on one of ``inodes`` (read from
+    ``/proc/PID/fd``; a process whose table cannot be read is listed with fd -1)."""
+    want = {f"pipe:[{ino}]": ino for ino in inodes}
+    out: dict[int, list[tuple[int, int]]] = {ino: [] for ino in inodes}
+    for pid in pids:
+        try:
+            names = os.listdir(f"/proc/{pid}/fd")
+        except FileNotFoundError:
+            continue
+        except OSError:
+            for ino in inodes:
+                out[ino].append((pid, -1))
+            continue
+        for name in names:
+            try:
+                ino = want.get(os.readlink(f"/proc/{pid}/fd/{name}"))
+            except OSError:
+                continue
+            if ino is not None:
+                out[ino].append((pid, int(name)))
+    return out
+
+
+def channel_tampering(worker: int, pids: list[int], expected: dict[int, int]) -> list[str]:
+    """What is wrong with the worker's channel in a stopped tree: ``expected`` maps each of the parent's pipe
+    inodes to the worker's descriptor on it (as the worker reported before its candidate ran). Each must still be
+    that descriptor, and no other descriptor of the tree may be open on the pipe (a relay moves the pipe to a
+    descriptor of its own and puts another pipe in its place, or keeps a second one to read or write behind the
+    worker's back). Empty when intact."""
+    holders = channel_holders(pids, tuple(expected))
+    out = []
+    for ino, fd in expected.items():
+        got = holders[ino]
+        if (worker, -1) in got:
+            continue  # the table cannot be read (not dumpable without a PID namespace): nothing to compare
+        if (worker, fd) not in got:
+            out.append(f"descriptor {fd} of the worker is no longer the parent's pipe")
+        out += [f"process {pid} holds the parent's pipe at descriptor {d}" for pid, d in got
+                if (pid, d) != (worker, fd) and d >= 0]
+    return out

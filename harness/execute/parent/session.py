@@ -92,6 +92,11 @@ class _Unstoppable(Exception):
     or ran while it was stopped (:meth:`harness.execute.parent.freeze.Frozen.ran`)."""
 
 
+class _Tampered(Exception):
+    """The worker's channel is not the parent's pipes any more, or another descriptor of its tree is open on them
+    (:func:`harness.execute.parent.confinement.channel_tampering`): a relay between the worker and the parent."""
+
+
 class _Stop(Exception):
     """The workload (or the candidate) is decided; the conversation for it ends here."""
 
@@ -122,6 +127,8 @@ class Session:
         self._shared_when_failed = False
         self._building: int | None = None
         """The open "build" interval of this session's worker (:mod:`harness.execute.parent.activity`), or None."""
+        self._channel: dict[int, int] = {}
+        """The parent's pipe inodes -> the worker's descriptor on each (from its Ready), checked at each freeze."""
 
     # ------------------------------------------------------------------ records
     def _record(self, w: Any, status: Status, *, error: dict | None = None, correctness: CorrectnessStats | None = None,
@@ -298,6 +305,12 @@ class Session:
             self._fail_rest(Status.REWARD_HACK, {"type": "Unstoppable", "message": str(exc),
                                                  "traceback_tail": self.err_buf.text()[-2000:]},
                             {"mechanism": "freeze", "detail": str(exc)[:300]})
+        except _Tampered as exc:
+            kill_group(worker.proc)
+            self.results.clear()  # every report came through the relay: none is the worker's
+            self._fail_rest(Status.REWARD_HACK, {"type": "ChannelRelay", "message": str(exc),
+                                                 "traceback_tail": self.err_buf.text()[-2000:]},
+                            {"mechanism": "channel", "detail": str(exc)[:300]})
         except (ChannelError, P.ProtocolError) as exc:
             kill_group(worker.proc)
             self.results.clear()  # a worker that forges or garbles one message has earned nothing
@@ -432,6 +445,10 @@ class Session:
             raise _Unstoppable(str(exc)) from None
         self._add("*", "freeze_s", time.monotonic() - t0)
         try:
+            if self._channel:
+                wrong = confinement.channel_tampering(pid, list(stopped), self._channel)
+                if wrong:
+                    raise _Tampered(f"the worker's channel was tampered with: {'; '.join(wrong[:4])}")
             yield
             woke = stopped.ran()
             if woke:  # something the tree armed before it was stopped woke it while its outputs were read
@@ -527,6 +544,10 @@ class Session:
             raise P.ProtocolError(f"ready.confinement: {exc}") from None
         pid = self.worker.confined_pid()
         seen = confinement.observe(pid) if pid is not None else None
+        if len(ready.channel_fds) != 2 or not all(isinstance(fd, int) and fd >= 0 for fd in ready.channel_fds):
+            raise P.ProtocolError(f"ready.channel_fds: {ready.channel_fds!r} is not two descriptors")
+        self._channel = {os.fstat(self.worker.p2c_w).st_ino: ready.channel_fds[0],
+                         os.fstat(self.worker.c2p_r).st_ino: ready.channel_fds[1]}
         gaps = list(claim.missing)
         if claim.level != "off":
             if seen is None:

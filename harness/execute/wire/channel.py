@@ -58,6 +58,11 @@ class Endpoint:
         return self._r
 
     @property
+    def fds(self) -> tuple[int, int]:
+        """(the descriptor read, the descriptor written)."""
+        return self._r, self._w
+
+    @property
     def has_buffered(self) -> bool:
         """A complete message is already buffered (``select`` on the descriptor would not see it)."""
         return b"\n" in self._buf

@@ -255,6 +255,9 @@ class Ready:
     audit: str
     profiler: str
     """``cupti`` when a kernel profiler runs, else why not (``unavailable: ...``, ``cpu``)."""
+    channel_fds: tuple[int, ...] = ()
+    """The worker's descriptors of its channel (commands read, reports written), before any candidate code ran:
+    the parent checks at each freeze that they are still its pipes and the only ones on them."""
 
 
 @message("imported")

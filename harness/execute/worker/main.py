@@ -152,7 +152,7 @@ class Worker:
         self.tamper.watch("worker", self, COMPONENTS)
         self.send(P.Ready(sandbox=self.confinement.describe()[:400], confinement=self.confinement.to_dict(),
                           audit=f"python audit hooks (PEP 578); trusted thread guarded by {guard}",
-                          profiler=self.profiler.status))
+                          profiler=self.profiler.status, channel_fds=self.chan.fds))
         try:
             cand = self.cthread.run(_import_candidate, self.spec.candidate_path)
             if not hasattr(cand, "ModelNew"):
