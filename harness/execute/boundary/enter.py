@@ -22,14 +22,16 @@ debugging aid, recorded as such).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 LEVELS = ("strict", "available", "off")
-PARTS = ("user namespace", "PID namespace", "mount namespace", "private /proc", "network namespace",
-         "IPC namespace", "seccomp", "no privileges", "landlock")
+PARTS = ("user namespace", "PID namespace", "mount namespace", "private /proc", "private /dev/shm",
+         "network namespace", "IPC namespace", "seccomp", "no privileges", "landlock")
 """Every part of a full confinement, as :attr:`Confinement.missing` names them."""
 _NS_PART = {"user": "user namespace", "pid": "PID namespace", "mount": "mount namespace", "net": "network namespace",
             "ipc": "IPC namespace"}
@@ -119,7 +121,18 @@ def enter(settings: dict, problem_paths: list[str], lifeline_pid: int | None = N
     except seccomp.SeccompUnavailable as exc:
         binding, why_not = None, str(exc)
     limits.set_rlimits(settings)
-    landlock = _landlock(settings, problem_paths)
+    policy = _policy(problem_paths)
+    if private:  # a mount namespace whose mounts do not propagate back (private_proc made it so)
+        why = _private_shm(policy)
+        if why:
+            missing.append(f"private /dev/shm: {why}")
+        else:
+            policy = dataclasses.replace(policy, write_dirs=policy.write_dirs + (namespaces.SHM,))
+    else:
+        missing.append("private /dev/shm: no private mount namespace")
+    from harness.execute.boundary.landlock import apply
+
+    landlock = apply(policy)
     if landlock.startswith("none"):
         missing.append(f"landlock: {landlock[len('none: '):]}")
     filtered = ""
@@ -136,13 +149,28 @@ def enter(settings: dict, problem_paths: list[str], lifeline_pid: int | None = N
     return Confinement(tuple(made), private, filtered, not not_dropped, landlock, tuple(missing), level)
 
 
-def _landlock(settings: dict, problem_paths: list[str]) -> str:
-    """The Landlock sandbox over the working directory (the worker's scratch folder)."""
-    from harness.execute.boundary.landlock import apply, default_policy
+def _policy(problem_paths: list[str]) -> Any:
+    """The Landlock policy over the working directory (the worker's scratch folder)."""
+    from harness.execute.boundary.landlock import default_policy
 
     root = Path(__file__).resolve().parents[3]
     problems = [Path(p) for p in problem_paths]
-    return apply(default_policy(Path.cwd(), root, problems[0], more_problems=tuple(problems[1:])))
+    return default_policy(Path.cwd(), root, problems[0], more_problems=tuple(problems[1:]))
+
+
+def _private_shm(policy: Any) -> str:
+    """A ``/dev/shm`` of the worker's own (:func:`harness.execute.boundary.namespaces.private_shm`), writable, with
+    the policy's writable folders under it bound back; "" or why not. Not where a folder the policy only lets it
+    read lies under ``/dev/shm``: write access to ``/dev/shm`` would reach it."""
+    from harness.execute.boundary import namespaces
+
+    def writable(p: str) -> bool:
+        return any(p == w or p.startswith(w.rstrip("/") + "/") for w in policy.write_dirs)
+
+    under = [p for p in policy.read_dirs + policy.exec_dirs if p.startswith(namespaces.SHM + "/") and not writable(p)]
+    if under:
+        return f"{under[0]} is read-only to the worker and lies under /dev/shm"
+    return namespaces.private_shm(list(policy.write_dirs))
 
 
 def _keep(child: int, keeper_w: int, watch: int) -> None:

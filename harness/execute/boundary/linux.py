@@ -24,7 +24,7 @@ NAMESPACE_FLAGS = {"user": CLONE_NEWUSER, "pid": CLONE_NEWPID, "mount": CLONE_NE
 """The namespaces a worker gets, by the name ``/proc/PID/ns/`` gives them (``mount`` is ``mnt`` there)."""
 PROC_NS_NAMES = {"user": "user", "pid": "pid", "mount": "mnt", "net": "net", "ipc": "ipc", "uts": "uts"}
 
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 1 << 14, 1 << 18
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 1 << 12, 1 << 14, 1 << 18
 
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
@@ -62,10 +62,16 @@ def unshare(flags: int) -> None:
     _check(_libc().unshare(ctypes.c_int(flags)), f"unshare({flags:#x})")
 
 
-def mount(source: str, target: str, fstype: str | None, flags: int) -> None:
+def mount(source: str, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
     fs = fstype.encode() if fstype is not None else None
-    _check(_libc().mount(source.encode(), target.encode(), fs, ctypes.c_ulong(flags), None),
+    _check(_libc().mount(source.encode(), target.encode(), fs, ctypes.c_ulong(flags),
+                         data.encode() if data is not None else None),
            f"mount({source!r}, {target!r}, {fstype!r})")
+
+
+def umount(target: str) -> None:
+    """``umount2(target, MNT_DETACH)``."""
+    _check(_libc().umount2(target.encode(), ctypes.c_int(2)), f"umount2({target!r})")
 
 
 def prctl(option: int, arg2: int = 0) -> None:

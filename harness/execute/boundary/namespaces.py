@@ -5,7 +5,8 @@ that shows only its own PID namespace.
 user namespace (mapping its own uid and gid, so files keep their owners), and the other namespaces are made at
 the same time. The PID namespace takes effect for the keeper's next child, the worker itself, which becomes its
 namespace's init (pid 1): every process the candidate starts is a descendant of it, is killed with it, and can
-see and name no process outside. The worker then calls :func:`private_proc` to mount a fresh ``/proc``.
+see and name no process outside. The worker then calls :func:`private_proc` to mount a fresh ``/proc``, and
+:func:`private_shm` to have a ``/dev/shm`` of its own.
 
 Works unprivileged (an unprivileged user may create a user namespace, and in it the others) and as root (root's
 new user namespace maps root to root; it keeps root's file ownership but, from the first call, no capability
@@ -76,4 +77,39 @@ def private_proc() -> str:
         linux.mount("proc", "/proc", "proc", linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC)
     except OSError as exc:
         return exc.strerror or str(exc)
+    return ""
+
+
+SHM = "/dev/shm"
+SHM_SIZE = "256m"
+"""The private ``/dev/shm``'s size: POSIX semaphores and small shared buffers (``multiprocessing.Lock``, which
+production libraries take at import, is a file there); bulk data belongs in the scratch folder."""
+
+
+def private_shm(keep: list[str]) -> str:
+    """In the worker's mount namespace: an empty tmpfs of its own over ``/dev/shm`` (the host's shared memory
+    objects, other processes' semaphores and buffers, are out of sight and out of reach), with each folder of
+    ``keep`` that lay under it (the scratch folder, when the run puts it there) bound back in place. Returns "" or
+    why not."""
+    inside = [p for p in keep if p == SHM or p.startswith(SHM + "/")]
+    if SHM in inside:
+        return "the scratch folder is /dev/shm itself"
+    fds, mounted = [], False
+    try:
+        fds = [os.open(p, os.O_PATH | os.O_DIRECTORY) for p in inside]
+        linux.mount("tmpfs", SHM, "tmpfs", linux.MS_NOSUID | linux.MS_NODEV, f"size={SHM_SIZE},mode=1777")
+        mounted = True
+        for path, fd in zip(inside, fds):
+            os.makedirs(path, exist_ok=True)
+            linux.mount(f"/proc/self/fd/{fd}", path, None, linux.MS_BIND | linux.MS_REC)
+    except OSError as exc:
+        if mounted:  # the host's /dev/shm (and the scratch folder in it) back as it was
+            try:
+                linux.umount(SHM)
+            except OSError:
+                pass
+        return exc.strerror or str(exc)
+    finally:
+        for fd in fds:
+            os.close(fd)
     return ""
