@@ -1,6 +1,7 @@
 """Compare each adversarial fixture's recorded status with what it must get.
 
-Every other fixture carries an 'expect: STATUS' in its docstring; the exploits
+Every other fixture carries an 'expect: STATUS' in its docstring (an 'expect on a GPU: STATUS' there wins: these
+results come from a GPU); the exploits
 (tests/execute/fixtures/exploits) carry theirs in tests/execute/exploit_catalog.py: REWARD_HACK or an
 INCORRECT_* status stops any of them, and an entry whose outcome is NO_GAIN may also pass (gaining nothing).
 Each line names the mechanism that stopped the candidate (the record's evidence), or its E_lib.
@@ -65,7 +66,8 @@ def _docstring(path: Path) -> str:
 def main(results_dir: str) -> int:
     expected = _catalog()
     for f in ROOT.glob("*/*.py"):
-        m = re.search(r"expect: ([A-Z_|]+)", _docstring(f))
+        doc = _docstring(f)
+        m = re.search(r"expect on a GPU: ([A-Z_|]+)", doc) or re.search(r"expect: ([A-Z_|]+)", doc)
         if m:
             expected[f"{f.parent.name}/{f.name}"] = m.group(1)
     targets = targeted()
