@@ -77,9 +77,11 @@ elif [ "$part" = fixtures ]; then
   # a 64 MiB file cap (the hostile disk filler writes 200 MB; the default cap is 4 GiB)
   fixopts=(--device cuda --out "$OUT/fixtures" --jobs 16 --quick --yes-execute --no-progress --round-timeout 15
            --compile-timeout 90 --timing-timeout 30 --max-file-mib 64)
-  timeout ${KG_FIX_S:-300} python3 -m harness run tests/execute/fixtures/mixed tests/execute/fixtures/hostile \
-    tests/execute/fixtures/exploits tests/execute/fixtures/boundary tests/execute/fixtures/redteam \
-    tests/execute/fixtures/honest --tags smoke --scratch $scratch/f "${fixopts[@]}" \
+  # KG_FIX_DIRS: the fixture folders (default: all but gpu/, which pytest -m gpu runs)
+  # shellcheck disable=SC2086 # a list of folders
+  timeout ${KG_FIX_S:-300} python3 -m harness run ${KG_FIX_DIRS:-tests/execute/fixtures/mixed \
+    tests/execute/fixtures/hostile tests/execute/fixtures/exploits tests/execute/fixtures/boundary \
+    tests/execute/fixtures/redteam tests/execute/fixtures/honest} --tags smoke --scratch $scratch/f "${fixopts[@]}" \
     > "$OUT/fixtures.txt" 2>&1
   echo "fixtures exit $?" >> "$OUT/fixtures.txt"
   # the exploits whose trick fires only at GPU-sized workloads, at those workloads (same results file)
