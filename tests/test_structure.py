@@ -25,8 +25,6 @@ PKG = ROOT / "harness"
 EXPLAIN_LINES = 500
 MAX_LINES = 600
 
-KNOWN_ENGINE_LONG_MODULES = ("harness/execute/parent/session.py", "harness/execute/wire/protocol.py")
-"""Engine modules over :data:`MAX_LINES`, to be split with the engine's redesign. Any other fails the test."""
 
 
 def _modules() -> dict[str, Path]:
@@ -211,10 +209,7 @@ def test_long_modules_say_why():
 
 def test_no_module_is_over_600_lines():
     long = {str(p.relative_to(ROOT)): _lines(p) for p in sorted(PKG.rglob("*.py")) if _lines(p) > MAX_LINES}
-    unknown = {p: n for p, n in long.items() if p not in KNOWN_ENGINE_LONG_MODULES}
-    assert not unknown, f"modules over {MAX_LINES} lines (split them along their table of contents): {unknown}"
-    if long:
-        pytest.xfail(f"engine modules over {MAX_LINES} lines, left to its redesign: {long}")
+    assert not long, f"modules over {MAX_LINES} lines (split them along their table of contents): {long}"
 
 
 def test_every_slow_module_exists():

@@ -20,9 +20,10 @@ Seeds, transforms and check positions come from a generator seeded with the
 run's secret base seed and the job: the worker learns each call's seed only
 with that call, and never which calls are checked.
 
-Size (about 600 lines): one candidate's state machine (start, compile, rounds, timing, verdict,
-record) reads top to bottom in one place; the phases with their own logic live beside it
-(timing_phase.py, checker_client.py, memory.py) and the decisions in harness/score.
+Size (about 580 lines): one candidate's state machine (start, compile, workloads, timing, verdict, record) reads
+top to bottom in one place; the parts with their own logic live beside it: worker_link.py (the channel, the stop
+around every read, the confinement check), correctness_rounds.py (a workload's rounds), timing_phase.py,
+checker_client.py, memory.py; the decisions are in harness/score.
 """
 
 from __future__ import annotations
@@ -38,22 +39,22 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from harness.execute.parent import confinement, freeze
 from harness.execute.parent import correctness_plan as plan
 from harness.execute.parent.checker_client import CheckerDied
 from harness.execute.wire import protocol as P
-from harness.execute.wire.channel import ChannelClosed, ChannelError, ChannelTimeout, Endpoint, send_line
+from harness.execute.wire.channel import ChannelError, Endpoint, send_line
 from harness.execute.worker.rules.trusted_thread import EXIT_TRUSTED_THREAD
 from harness.execute.shared.inputs import round_seed
 from harness.execute.parent.memory import estimate
 from harness.execute.parent.children import kill_group, signame, wait_briefly
 from harness.execute.parent.process import gpu_probe, make_scratch, run_tag, spawn_worker
 from harness.execute.parent.scheduler import DeviceUnhealthy
-from harness.execute.checker.fairness import cache_dir as fairness_cache_dir
-from harness.problems import heldout
 from harness.execute.parent.task import DeviceContext, Task
 from harness.execute.parent.timing_phase import TimingPhase, stats
-from harness.measure.timing import TimingConfig, confirm_side_work, hold_for
+from harness.execute.parent.correctness_rounds import MIXED_ON_CPU, CorrectnessRounds, WorkloadDecided
+from harness.execute.parent.worker_link import (ChannelTampered, Unstoppable, WorkerDied, WorkerLink,
+                                                WorkerTimeout)
+from harness.measure.timing import TimingConfig, confirm_side_work
 from harness.records import (CorrectnessStats, ErrorInfo, JobResult, KernelAttribution, Status, TimingStats,
                              TrustedTiming, Verification)
 from harness.results.ids import job_id, now
@@ -62,9 +63,6 @@ from harness.score import judge
 from harness.score.clock import BASE_TOLERANCE, CPU_TOLERANCE, judge_clock
 
 NOISY_IQR = 0.10
-MIXED_ON_CPU = ("the CPU path runs Triton kernels under the interpreter but can only lower TileLang ones, so it "
-                "cannot judge a candidate that uses both; evaluate it on a GPU, or submit its kernels as separate "
-                "candidates")
 
 
 CHECKER_FAILED = "the trusted checker failed while this candidate lived"
@@ -79,29 +77,7 @@ class RetryAlone(Exception):
         self.reason = reason
 
 
-class _Timeout(Exception):
-    pass
-
-
-class _Died(Exception):
-    pass
-
-
-class _Unstoppable(Exception):
-    """The worker's process tree could not be stopped for a read (:class:`harness.execute.parent.freeze.FreezeError`),
-    or ran while it was stopped (:meth:`harness.execute.parent.freeze.Frozen.ran`)."""
-
-
-class _Tampered(Exception):
-    """The worker's channel is not the parent's pipes any more, or another descriptor of its tree is open on them
-    (:func:`harness.execute.parent.confinement.channel_tampering`): a relay between the worker and the parent."""
-
-
-class _Stop(Exception):
-    """The workload (or the candidate) is decided; the conversation for it ends here."""
-
-
-class Session:
+class Session(WorkerLink, CorrectnessRounds):
     """Runs one task in one worker process and turns facts into records."""
 
     def __init__(self, task: Task, dev: DeviceContext):
@@ -294,18 +270,18 @@ class Session:
             self._converse()
         except RetryAlone as exc:
             retry = exc
-        except _Timeout as exc:
+        except WorkerTimeout as exc:
             kill_group(worker.proc)
             error = {"type": "Timeout", "message": str(exc), "traceback_tail": self.err_buf.text()[-2000:]}
             self._unfinished(error)
             self._fail_rest(Status.TIMEOUT, error)
-        except _Unstoppable as exc:
+        except Unstoppable as exc:
             kill_group(worker.proc)
             self.results.clear()  # a worker that cannot be stopped for a read has earned nothing
             self._fail_rest(Status.REWARD_HACK, {"type": "Unstoppable", "message": str(exc),
                                                  "traceback_tail": self.err_buf.text()[-2000:]},
                             {"mechanism": "freeze", "detail": str(exc)[:300]})
-        except _Tampered as exc:
+        except ChannelTampered as exc:
             kill_group(worker.proc)
             self.results.clear()  # every report came through the relay: none is the worker's
             self._fail_rest(Status.REWARD_HACK, {"type": "ChannelRelay", "message": str(exc),
@@ -318,7 +294,7 @@ class Session:
                                                  "message": f"result channel violated: {exc}",
                                                  "traceback_tail": self.err_buf.text()[-2000:]},
                             {"mechanism": "channel", "detail": str(exc)[:300]})
-        except (_Died, BrokenPipeError, OSError) as exc:
+        except (WorkerDied, BrokenPipeError, OSError) as exc:
             code = wait_briefly(worker.proc)
             how = f"killed by {signame(-code)}" if code is not None and code < 0 else f"exit code {code}"
             if code == EXIT_TRUSTED_THREAD:
@@ -410,66 +386,6 @@ class Session:
                                            warm_seed=round_seed(self.o.base_seed, w.name, -2))
                             for w in self.t.workloads))
 
-    # ------------------------------------------------------------------ channel
-    def _recv(self, timeout_s: float, what: str, *expect: type) -> Any:
-        """The worker's next message, decoded strictly; nothing complete within ``timeout_s`` is :class:`_Timeout`
-        (a half message included), end of file :class:`_Died`, junk or an oversized line ChannelError."""
-        try:
-            raw = self.chan.recv(timeout_s)
-        except ChannelTimeout as exc:
-            half = f" ({exc.partial} bytes of an unfinished message)" if exc.partial else ""
-            raise _Timeout(f"no progress for {timeout_s:.0f} s while {what}{half}") from None
-        except ChannelClosed as exc:
-            raise _Died(f"channel closed while {what} ({exc})") from None
-        return P.decode(raw, expect or P.WORKER_TO_PARENT)
-
-    def _send(self, msg: Any) -> None:
-        try:
-            self.chan.send(P.encode(msg), timeout_s=self.o.round_timeout_s)
-        except ChannelTimeout as exc:
-            raise _Timeout(f"the worker did not read its commands ({exc})") from None
-
-    @contextlib.contextmanager
-    def _frozen(self) -> Iterator[None]:
-        """The worker's whole process tree stopped while the block runs (the checker reads what it committed);
-        :class:`_Died` when it is gone, :class:`_Unstoppable` when it cannot be stopped."""
-        pid = self.worker.confined_pid()
-        if pid is None:
-            raise _Died("the worker is gone")
-        t0 = time.monotonic()
-        try:
-            stopped = freeze.freeze(pid)
-        except ProcessLookupError:
-            raise _Died("the worker is gone") from None
-        except freeze.FreezeError as exc:
-            raise _Unstoppable(str(exc)) from None
-        self._add("*", "freeze_s", time.monotonic() - t0)
-        try:
-            if self._channel:
-                wrong = confinement.channel_tampering(pid, list(stopped), self._channel)
-                if wrong:
-                    raise _Tampered(f"the worker's channel was tampered with: {'; '.join(wrong[:4])}")
-            yield
-            woke = stopped.ran()
-            if woke:  # something the tree armed before it was stopped woke it while its outputs were read
-                raise _Unstoppable(f"the worker's process tree ran while it was stopped for a read: "
-                                   f"{'; '.join(woke[:4])}")
-        finally:
-            t1 = time.monotonic()
-            freeze.thaw(stopped)
-            self._add("*", "freeze_s", time.monotonic() - t1)
-
-    def _children(self) -> int:
-        """Processes alive in the worker's tree besides the worker itself, seen from outside."""
-        pid = self.worker.confined_pid()
-        return len(confinement.live_descendants(pid)) if pid is not None else 0
-
-    def _ctx(self, w: Any) -> P.Context:
-        return P.Context(problem_path=str(self.p.path), params=dict(w.params), dtype=w.dtype,
-                         device="cuda" if self.cuda else "cpu", model_seed=round_seed(self.o.base_seed, w.name, -1),
-                         input_transform=self.p.input_transform, allow_tf32=w.allow_tf32, mode=self.t.mode,
-                         baseline=self.o.baseline, sums=plan.output_sums(self.p, w, self.t.mode))
-
     # ------------------------------------------------------------------ conversation
     def _converse(self) -> None:
         o = self.o
@@ -522,7 +438,7 @@ class Session:
             try:
                 self._send(P.Go(workload=w.name))
                 self._workload(w, first_exclusive=msg.exclusive_first_round)
-            except _Stop:
+            except WorkloadDecided:
                 pass
             finally:
                 self._release()
@@ -531,227 +447,6 @@ class Session:
         self._send(P.Finish())
         self._recv(o.round_timeout_s, "finishing", P.Done)
         self.finished = True
-
-    def _confined(self, ready: P.Ready) -> bool:
-        """Record the worker's confinement as the kernel shows it (its report, checked from outside); with
-        ``isolation="strict"``, a worker missing any part of it serves no candidate (HARNESS_ERROR, naming what
-        is missing: the machine's, not the candidate's). Returns whether the conversation goes on."""
-        from harness.execute.boundary.enter import Confinement
-
-        try:
-            claim = Confinement.from_dict(ready.confinement)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise P.ProtocolError(f"ready.confinement: {exc}") from None
-        pid = self.worker.confined_pid()
-        seen = confinement.observe(pid) if pid is not None else None
-        if len(ready.channel_fds) != 2 or not all(isinstance(fd, int) and fd >= 0 for fd in ready.channel_fds):
-            raise P.ProtocolError(f"ready.channel_fds: {ready.channel_fds!r} is not two descriptors")
-        self._channel = {os.fstat(self.worker.p2c_w).st_ino: ready.channel_fds[0],
-                         os.fstat(self.worker.c2p_r).st_ino: ready.channel_fds[1]}
-        gaps = list(claim.missing)
-        if claim.level != "off":
-            if seen is None:
-                raise _Died("the confined worker is gone")
-            gaps += [f"{part}: reported, not in force" for part in
-                     seen.mismatch(claim.namespaces, bool(claim.seccomp), claim.privileges_dropped)]
-        note = claim.describe() + (f"; not in force: {'; '.join(gaps)}" if gaps and not claim.missing else "")
-        self.env = dataclasses.replace(self.env, sandbox=note[:400])
-        if self.o.isolation_level == "strict" and gaps:
-            self._fail_rest(Status.HARNESS_ERROR, {"type": "IsolationIncomplete", "message": (
-                f"the worker's confinement is incomplete on this machine ({'; '.join(gaps)[:600]}); no candidate "
-                "runs without it: fix the machine (see docs/security.md) or pass --isolation available to run "
-                "with what it allows (recorded in every record)")})
-            return False
-        return True
-
-    # ------------------------------------------------------------------ one workload
-    def _call(self, cid: int, seed: int, transform: int, hold: float, release: tuple[int, ...] = (),
-              commit_inputs: bool = False) -> P.CallReport:
-        self._send(P.Call(call_id=cid, seed=seed, transform=transform, hold_us=hold, release=release,
-                          commit_inputs=commit_inputs))
-        r = self._recv(self.o.round_timeout_s + (self.o.compile_timeout_s if cid == 0 else 0), f"running call {cid}",
-                       P.CallReport)
-        if r.call_id != cid:
-            raise P.ProtocolError(f"call_report for call {r.call_id}, expected {cid}")
-        return r
-
-    def _judge_call(self, r: P.CallReport) -> judge.Failure | None:
-        """One call's report, with the processes alive in the worker's tree counted from outside."""
-        facts = dataclasses.replace(judge.CallFacts.of(r), new_children=self._children() if r.ok else 0)
-        return judge.judge_call(facts, dsl=self.c.dsl, device=self.o.device, library_aten=tuple(self.p.library_aten),
-                                profiled=self.profiler == "cupti")
-
-    def _read_failure(self, reply: Any, where: str) -> judge.Failure | None:
-        """An output that changed between the checker's two reads of it, with the worker stopped: a kernel of the
-        worker was still writing it (an honest worker synchronizes before it commits)."""
-        if getattr(reply, "busy_at_read", False):
-            self._add("*", "gpu_busy_reads", 1)  # diagnostics: the bytes' second read decides
-        if getattr(reply, "changed_while_read", False):
-            return judge.hack(f"{where}: the committed output changed while the checker read it, with the worker "
-                              "stopped: work of the worker was still running after it reported the call done",
-                              "changed_while_read", where=where)
-        return None
-
-    def _workload(self, w: Any, first_exclusive: bool) -> None:
-        o, ctx = self.o, self._ctx(w)
-        profiles, checks = self._profiles(w, ctx)
-        names = tuple(plan.name_of(x) for x in profiles)
-        worst = None
-        rounds_passed, max_abs, max_excess, lib_excess = 0, 0.0, 0.0, 0.0
-        identical: list[float | None] = []
-        rounding: list[float | None] = []
-        hold = hold_for(None)
-        for r in range(len(profiles)):
-            seed = round_seed(o.base_seed, w.name, r)
-            t_call = time.monotonic()
-            rep = self._call(r, seed, profiles[r], hold, release=(r - 1,) if r else (), commit_inputs=True)
-            hold = hold_for(rep.enqueue_us or None)
-            if self.lock_held == "exclusive" and first_exclusive and not self.t.alone:
-                self._add(w.name, "autotune_s", time.monotonic() - t_call)  # the GPU held alone for it
-                t_gate = time.monotonic()  # the autotuning round is over: share the GPU again
-                self._acquire("shared")
-                self._add(w.name, "queue_s", time.monotonic() - t_gate)
-            if rep.lowered_sources is not None and rep.ok:
-                return self._lowered(w, rep)
-            self._add(w.name, "forward_s", rep.stream_ms / 1e3 if rep.ok else None)
-            failed = self._named(self._judge_call(rep), w, names[r])
-            corr = lambda detail="": CorrectnessStats(r + 1, rounds_passed, max_abs, max_excess, w.atol, w.rtol,  # noqa: E731
-                                                      r if detail else None, detail, names[:r + 1],
-                                                      names[r] if detail else None, worst, checks)
-            if failed is not None:
-                self._lap(w.name, "correctness_s")
-                self._fail(w, failed, correctness=corr(failed.message))
-                raise _Stop
-            if rep.outputs is None or rep.outputs.error is not None:
-                self._lap(w.name, "correctness_s")
-                why = rep.outputs.error.message if rep.outputs is not None else "nothing was committed"
-                self._record(w, Status.INCORRECT_DTYPE, error={"type": "NotTensors", "message": why},
-                             correctness=corr(why))
-                raise _Stop
-            t_check = time.monotonic()
-            with self._frozen():
-                reply, waited = self.dev.checkers.request(P.Compare(
-                    ctx=ctx, seed=seed, transform=profiles[r], atol=w.atol, rtol=w.rtol, reduction_length=w.reduction_length,
-                    in_place=self.p.in_place, outputs=rep.outputs, inputs=rep.inputs,
-                    handoff_dir=str(self.handoff_dir)), ctx.key)
-            self._add(w.name, "check_s", time.monotonic() - t_check)
-            self._add(w.name, "queue_s", waited)
-            failed = self._read_failure(reply, f"correctness round {r}")
-            if failed is not None:
-                self._lap(w.name, "correctness_s")
-                self._fail(w, failed, correctness=corr(failed.message))
-                raise _Stop
-            if isinstance(reply, P.CompareReply):
-                self._add(w.name, "reference_s", reply.ref_s)
-                self._add(w.name, "compare_s", reply.check_s)
-                if reply.max_abs_err is not None:
-                    max_abs = max(max_abs, reply.max_abs_err)
-                    max_excess = max(max_excess, reply.max_excess or 0.0)
-                    lib_excess = max(lib_excess, reply.library_max_excess or 0.0)
-                identical.append(reply.identical_fraction)
-                rounding.append(reply.library_rounding_fraction)
-                worst = plan.worst_of(reply.worst)
-            failed = self._named(judge.judge_compare(reply, r), w, names[r])
-            if failed is not None:
-                self._lap(w.name, "correctness_s")
-                self._fail(w, failed, correctness=corr(failed.message))
-                raise _Stop
-            rounds_passed += 1
-        self._send(P.Release(call_ids=(len(profiles) - 1,)))
-        corr = CorrectnessStats(len(profiles), rounds_passed, max_abs, max_excess, w.atol, w.rtol, round_profiles=names,
-                                profiles=checks)
-        warnings: list[str] = []
-        if lib_excess > 1.0:
-            warnings.append(f"the library's own output exceeds the tolerance by {lib_excess:.2f}x against float64; "
-                            "the tolerance was widened to 1.5x the library's error")
-        note = judge.fingerprint_note(identical, rounding)
-        if note is not None:
-            warnings.append(note)
-        kernels = self._attribution(w, ctx, len(profiles))
-        self._lap(w.name, "correctness_s")
-        if isinstance(kernels, judge.Failure):
-            self._fail(w, kernels, correctness=corr)
-            raise _Stop
-        if not o.time_kernels or heldout.is_heldout(w):  # a held-out shape is judged, never timed
-            self._record(w, Status.PASSED, correctness=corr, warnings=tuple(warnings), kernels=kernels)
-            return
-        self._timing(w, ctx, corr, warnings, lib_excess, kernels)
-
-    def _profiles(self, w: Any, ctx: P.Context) -> tuple[tuple[int, ...], tuple]:
-        """The value profile of each correctness round of ``w`` and the fairness verdicts it was chosen from
-        (:mod:`harness.execute.parent.correctness_plan`); raises _Stop for a held-out shape that is not fair (the
-        library fails on it): recorded as the harness's, and folded into the public record as "not judged"."""
-        public = heldout.public_of(w)
-        pw = next((x for x in self.t.workloads if x.name == public), w) if public else w
-        verdicts = self._fairness(pw, self._ctx(pw) if pw is not w else ctx, ())
-        fair = plan.fair_profiles(verdicts) if verdicts is not None else (plan.NORMAL,)
-        self._fair[pw.name] = fair
-        # the profiles follow the run (its secret seed and the workload), not the candidate: every candidate of a
-        # run gets the same (seed, profile) per round, so the checker computes each reference once
-        rng = random.Random(hashlib.sha256(f"{self.o.base_seed}|profiles|{pw.name}".encode()).digest())
-        shapes = sum(1 for x in self.t.workloads if heldout.public_of(x) == pw.name)
-        rounds, held = plan.split_profiles(fair, self.o.rounds, shapes, self.o.heldout_rounds, rng)
-        checks = plan.profile_checks(verdicts or ())
-        if public is None:  # and every profile that failed at a held-out shape or that no held-out shape ran
-            failed = plan.failed_profiles(self.results, self.t.workloads, w.name)
-            covered = set(rounds) | plan.heldout_covered(self.results, self.t.workloads, w.name)
-            extra = dict.fromkeys([*failed, *(p for p in fair if p not in covered)])
-            return rounds + tuple(p for p in extra if p not in rounds), checks
-        want = held[heldout.index_of(w) - 1] if 0 < heldout.index_of(w) <= len(held) else (plan.NORMAL,)
-        here = self._fairness(w, ctx, tuple(sorted({plan.NORMAL, *want})))
-        if here is None:
-            return (plan.NORMAL,) * len(want), ()
-        if not any(v.fair for v in here if v.profile == plan.NORMAL):
-            why = next((v.reason for v in here if v.profile == plan.NORMAL), "")
-            self._record(w, Status.HARNESS_ERROR, error={"type": "NotFair", "message": f"not fair at this shape: {why}"})
-            raise _Stop
-        fair_here = plan.fair_profiles(here)
-        return tuple(p if p in fair_here else plan.NORMAL for p in want), plan.profile_checks(here)
-
-    def _fairness(self, w: Any, ctx: P.Context, only: tuple[int, ...]) -> tuple | None:
-        """The checker's fairness verdicts for ``w`` (``only`` these profiles; empty: all), kept per workload; None
-        when the probe failed."""
-        if not only and w.name in self._verdicts:
-            return self._verdicts[w.name]
-        t0 = time.monotonic()
-        cache = fairness_cache_dir()
-        reply, _ = self.dev.checkers.request(P.FairnessProbe(
-            ctx=ctx, atol=w.atol, rtol=w.rtol, reduction_length=w.reduction_length,
-            cache_dir=str(cache) if cache is not None else None, profiles=only), ctx.key)
-        self._add(w.name, "fairness_s", time.monotonic() - t0)
-        verdicts = reply.verdicts if isinstance(reply, P.FairnessReply) else None
-        if not only:
-            self._verdicts[w.name] = verdicts
-        return verdicts
-
-    def _timed_profile(self, name: str) -> int:
-        """A timed call's value profile: one of the workload's fair ones, drawn in secret."""
-        return plan.timed_profile(self._fair.get(name, (plan.NORMAL,)), self._rng)
-
-    def _named(self, failed: judge.Failure | None, w: Any, profile: str) -> judge.Failure | None:
-        """A round's failure, its message naming the value profile and, at a held-out shape, the sizes."""
-        if failed is None:
-            return None
-        public = heldout.public_of(w)
-        pw = next((x for x in self.t.workloads if x.name == public), None) if public else None
-        return dataclasses.replace(failed, message=plan.with_profile(failed.message, profile, w, pw))
-
-    def _lowered(self, w: Any, rep: P.CallReport) -> None:
-        """A forward that reached a TileLang kernel on a machine that can only lower it: LOWERED (not the
-        candidate's outcome), unless Triton kernels ran first (a mixed forward: refused, see :meth:`_mixed`)."""
-        from harness.diagnose.lint import lint_cuda_source
-
-        self._lap(w.name, "correctness_s")
-        if rep.triton_launches:
-            self._record(w, Status.INVALID_CANDIDATE, error={"type": "MixedDsl", "message": (
-                f"the forward launched {rep.triton_launches} Triton kernel(s) and then a TileLang one, which this "
-                f"machine can only lower: {MIXED_ON_CPU}")})
-            return
-        sources = list(rep.lowered_sources or ())
-        findings = tuple(f.to_dict() for src in sources for f in lint_cuda_source(src))
-        digest = hashlib.sha256("".join(sources).encode()).hexdigest()[:16]
-        self._record(w, Status.LOWERED, warnings=(f"lowered {len(sources)} TileLang kernel(s) to CUDA source (sha256 "
-                                                  f"{digest}); not executed: no GPU",), extra_diag=findings)
 
     # ------------------------------------------------------------------ attribution
     def _library_kernels(self, ctx: P.Context) -> frozenset | None:
@@ -822,7 +517,7 @@ class Session:
             if isinstance(result, judge.Failure):
                 self._lap(w.name, "timing_s")
                 self._fail(w, result, correctness=corr)
-                raise _Stop
+                raise WorkloadDecided
             cand_ms, lib_ms, cand_enq, checks, timed, windows_note, stream_windows = result
             t_part = time.monotonic()
             kernels_t = self._attribution(w, ctx, timed)
@@ -830,7 +525,7 @@ class Session:
             if isinstance(kernels_t, judge.Failure):
                 self._lap(w.name, "timing_s")
                 self._fail(w, kernels_t, correctness=corr)
-                raise _Stop
+                raise WorkloadDecided
             cand_ms, lib_ms, windows_note = confirm_side_work(cand_ms, lib_ms, windows_note, stream_windows,
                                                               kernels_t.side_us)
             if windows_note:
@@ -841,7 +536,7 @@ class Session:
             self._lap(w.name, "timing_s")
         if isinstance(trusted, judge.Failure):
             self._fail(w, trusted, correctness=corr)
-            raise _Stop
+            raise WorkloadDecided
         decision, clock_info, batch_checks = trusted
         timer = "cuda_event" if self.cuda else "host_perf_counter"
         kt, lt = stats(cand_ms, timer), stats(lib_ms, timer)
