@@ -9,7 +9,6 @@ the checker, verification, the parent's clock, kernel attribution).
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
