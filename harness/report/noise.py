@@ -24,7 +24,7 @@ time below and above 0.5 ms) and made no difference once autotuned kernels
 were apart, so it is not a class.
 
 The committed table (``noise_floor.json`` beside this module) names every
-pair of runs it was measured on (commit and path), so ``python -m
+pair of runs it was measured on (``blob:SHA``, the records' git object), so ``python -m
 harness.report.noise harness/report/noise_floor.json --check`` measures it
 again from the repository's history. Each class also records a
 leave-one-pair-out check: for each pair, the largest change in it against the
@@ -113,10 +113,13 @@ def pair_changes(run_a: Iterable[JobResult], run_b: Iterable[JobResult]) -> list
 
 
 def read_source(source: str, root: Path) -> list[JobResult]:
-    """Records of ``source``: ``COMMIT:PATH`` (read with ``git show`` from the repository at ``root``) or a path."""
-    commit, _, path = source.partition(":")
-    if path and len(commit) >= 7 and all(c in "0123456789abcdef" for c in commit):
-        data = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=root, check=True, capture_output=True).stdout
+    """Records of ``source``: ``blob:SHA`` or ``COMMIT:PATH`` (read with git from the repository at ``root``), or a
+    path."""
+    kind, _, ref = source.partition(":")
+    if kind == "blob" and ref:
+        data = subprocess.run(["git", "cat-file", "blob", ref], cwd=root, check=True, capture_output=True).stdout
+    elif ref and len(kind) >= 7 and all(c in "0123456789abcdef" for c in kind):
+        data = subprocess.run(["git", "show", source], cwd=root, check=True, capture_output=True).stdout
     else:
         data = Path(source).read_bytes()
     if data[:2] == b"\x1f\x8b":

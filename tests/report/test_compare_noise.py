@@ -2,8 +2,8 @@
 repeats measure their own spread, and the output names the candidate that stands for each problem.
 
 The two runs in ``fixtures/h200_aa_run_{a,b}.jsonl.gz`` are the Triton references of two suites of identical
-code in one command on one H200 (``leaderboards/h200-2026-12-03-s14/run3-suites/suite{,2}_results.jsonl.gz`` at
-commit 5258c61, harness 7ce9909). Compared as two versions they were reported improved on gemm_large_k and
+code in one command on one H200 (the table's last-but-one pair, ``blob:`` objects in this repository's history;
+harness 7ce9909). Compared as two versions they were reported improved on gemm_large_k and
 regressed on conv1d_strided: 2 of 20 problems, for code that did not change. That pair is also one of the nine
 pairs the committed noise floor was measured on (harness/report/noise_floor.json); its leave-one-pair-out check
 is in the table.
@@ -115,11 +115,12 @@ def test_pair_changes_are_the_log_elib_ratios():
 
 
 def test_the_committed_table_is_what_its_pairs_measure():
-    """Every floor is re-measured from the runs the table names (COMMIT:PATH, read from this repository's history)."""
+    """Every floor is re-measured from the runs the table names (``blob:SHA``, read from this repository's history)."""
     import json
 
     try:
-        subprocess.run(["git", "cat-file", "-e", json.loads(TABLE.read_text())["pairs"][0]["a"]], cwd=ROOT, check=True,
+        first = json.loads(TABLE.read_text())["pairs"][0]["a"].removeprefix("blob:")
+        subprocess.run(["git", "cat-file", "-e", first], cwd=ROOT, check=True,
                        capture_output=True)
     except (subprocess.CalledProcessError, FileNotFoundError):
         pytest.skip("the repository's history holding the measured runs is not here (a shallow clone or no git)")
