@@ -40,6 +40,11 @@ class LoweredOnly(Exception):
     """Raised by a TileLang kernel stub on a machine that cannot execute it."""
 
 
+class DryAutotuned(BaseException):
+    """Ends a dry forward at its first autotuned kernel, once every config is compiled (the choice is the first real
+    call's). A BaseException: the candidate's and libraries' ``except Exception`` fallbacks do not see it."""
+
+
 class _Dry:
     active = False
     autotuned = False  # an autotuner was reached inside the last dry block
@@ -105,6 +110,12 @@ def install_triton_counter() -> bool:
         orig = cls.run
 
         def run(self, *args, _orig=orig, **kwargs):
+            # the name of every kernel this process compiles, launched or not: a library that caches the compiled
+            # kernel of its first call and launches it directly afterwards (FlagGems' LibEntry) never comes back
+            # through run, and after a dry forward its first call was the compile-only one
+            name = getattr(self, "__name__", None) or getattr(getattr(self, "fn", None), "__name__", None)
+            if isinstance(name, str) and len(COUNTER.names) < 256:
+                COUNTER.names.add(name)
             if _Dry.active and "warmup" in kwargs:
                 kwargs["warmup"] = True
                 kernel = _orig(self, *args, **kwargs)
@@ -119,9 +130,6 @@ def install_triton_counter() -> bool:
                 return kernel
             if not kwargs.get("warmup", False):
                 COUNTER.triton += 1
-                name = getattr(self, "__name__", None) or getattr(getattr(self, "fn", None), "__name__", None)
-                if isinstance(name, str) and len(COUNTER.names) < 256:
-                    COUNTER.names.add(name)
             return _orig(self, *args, **kwargs)
 
         cls.run = run
@@ -143,7 +151,9 @@ def install_triton_counter() -> bool:
                 self.fn.run(*args, **{**kwargs, **config.all_kwargs()})
             except Exception:  # noqa: BLE001
                 pass
-        return None
+        # no kernel is chosen, so none is returned: the dry forward ends here. Returning None instead was cached
+        # by libraries that keep the first call's kernel (FlagGems' LibEntry), whose real calls then failed
+        raise DryAutotuned(getattr(getattr(self, "fn", None), "__name__", "?"))
 
     Autotuner.run = tune
     if os.environ.get("TRITON_INTERPRET") == "1":

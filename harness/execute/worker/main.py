@@ -199,10 +199,14 @@ class Worker:
             # to the real calls to report.
             try:
                 warm = self.make_inputs(module, w.dtype, self.device, w.warm_seed, 0, spec.input_transform)
-                with self.guards.dry_launches():
-                    self.cthread.run(self.forward, model, warm, None)
+                try:
+                    with self.guards.dry_launches():
+                        self.cthread.run(self.forward, model, warm, None)
+                except self.guards.DryAutotuned:
+                    pass  # the dry forward ends at its first autotuned kernel
+                finally:
+                    del warm
                 torch.cuda.synchronize()
-                del warm
             except BaseException as exc:  # noqa: BLE001
                 if _is_cuda_error(exc):
                     self.send(P.WorkloadFatal(workload=w.name, status="RUNTIME_ERROR",
