@@ -80,7 +80,7 @@ TABLE_ROWS = 12
 _INDUCTOR = re.compile(r"^triton_(poi|red|per|tem|for|spl|mm|bmm|conv)_")
 _VENDOR = re.compile(r"cublas|cudnn|cutlass|xmma|nvjet|sm\d+_.*gemm|gemv2?T?_kernel|gemmSN|gemmk1|splitKreduce|"
                      r"cutensor|cufft|cusparse|magma|flash_fwd|fmha", re.I)
-_COPY = re.compile(r"direct_copy_kernel|CatArrayBatchedCopy|FillFunctor|fill_kernel|^Memcpy|^Memset", re.I)
+_COPY = re.compile(r"direct_copy_kernel|CatArrayBatchedCopy|FillFunctor|(?<!masked_)fill_kernel|^Memcpy|^Memset", re.I)
 _ATEN = re.compile(r"at::|aten::|c10::|elementwise_kernel|reduce_kernel|vectorized_|unrolled_|"
                    r"distribution_|Memset|Memcpy|CatArrayBatched|index_elementwise|softmax_warp|"
                    r"cunn_|layer_norm|batch_norm|group_norm|im2col|col2im", re.I)
