@@ -125,6 +125,29 @@ def test_a_confined_process_sees_and_reaches_nothing_outside_its_tree(tmp_path):
     assert after == before  # this process (standing in for the harness) was not re-limited or re-scheduled
 
 
+def test_a_worker_that_is_exiting_is_gone_not_unconfined(monkeypatch):
+    """A process in its exit has dropped its mount, network, IPC and UTS namespaces (their links read as ENOENT)
+    while its user and PID links still read: seen on an H200 as "mount namespace: reported, not in force" for a
+    worker that had just died, a HARNESS_ERROR blamed on the machine. It is a worker that is gone; a link that
+    cannot be read for another reason (EACCES) still counts as not in force."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    real = os.readlink
+
+    def readlink(path, errno_cls):
+        if path.startswith(f"/proc/{child.pid}/ns/") and not path.endswith(("/user", "/pid")):
+            raise errno_cls(path)
+        return real(path)
+    try:
+        monkeypatch.setattr(os, "readlink", lambda p: readlink(p, FileNotFoundError))
+        assert confinement.observe(child.pid) is None
+        monkeypatch.setattr(os, "readlink", lambda p: readlink(p, PermissionError))
+        seen = confinement.observe(child.pid)
+        assert seen is not None and "mount namespace" in seen.mismatch(("mount",), False, False)
+    finally:
+        child.kill()
+        child.wait()
+
+
 def test_the_parent_sees_the_confinement_from_outside_and_orphans_die_with_the_worker(tmp_path):
     proc = _confined(tmp_path, "orphan", wait=False)
     try:

@@ -48,12 +48,16 @@ def confined_pid(keeper: int) -> int | None:
 
 
 def observe(pid: int) -> Observed | None:
-    """The kernel's view of ``pid`` (None when it is gone)."""
+    """The kernel's view of ``pid`` (None when it is gone, or going: a process that is exiting has already
+    dropped its mount, network, IPC and UTS namespaces, whose links then read as ENOENT while its user and PID
+    links still read; that is a dying worker, not a confinement that was never in force)."""
     own = {}
     for name, link in NAMESPACES.items():
         try:
             own[name] = (os.readlink(f"/proc/self/ns/{link}"), os.readlink(f"/proc/{pid}/ns/{link}"))
-        except OSError:
+        except FileNotFoundError:
+            return None
+        except OSError:  # e.g. EACCES: unknown, so not counted as in force
             own[name] = None
     fields: dict[str, str] = {}
     try:
