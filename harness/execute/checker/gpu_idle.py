@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-BUSY_FACTOR = 20.0
+BUSY_FACTOR = 5.0
 """A probe slower than this many times the idle baseline means another context held the GPU."""
 BUSY_FLOOR_US = 200.0
 """... and slower than this (microsecond kernels jitter by tens of microseconds on an idle GPU)."""
