@@ -291,8 +291,9 @@ class KernelShare:
     name: str
     kind: str
     """``dsl`` (a Triton/TileLang kernel of the candidate), ``library`` (a kernel of the library op, learned by
-    profiling the reference), ``vendor`` (cuBLAS/cuDNN/CUTLASS), ``copy`` (copies, casts, fills), ``aten``
-    (other PyTorch kernels), ``inductor`` (torch.compile-generated) or ``other``."""
+    profiling the reference), ``partials`` (the library op's kernels finishing the candidate's partial results,
+    :func:`harness.score.attribution.finishes_partials`), ``vendor`` (cuBLAS/cuDNN/CUTLASS), ``copy`` (copies,
+    casts, fills), ``aten`` (other PyTorch kernels), ``inductor`` (torch.compile-generated) or ``other``."""
     us_per_call: float
     share: float
 

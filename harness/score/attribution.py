@@ -13,6 +13,7 @@ this order::
     inductor  torch.compile's generated Triton (triton_poi_*, triton_red_*, ...)
     vendor    cuBLAS / cuDNN / CUTLASS / cuBLASLt names
     copy      data movement: PyTorch's copy and cast kernel, fills, memset/memcpy, concatenation copies
+    partials  the library op's kernels where they finish the candidate's partial results (below)
     aten      other PyTorch kernels (at::native::..., elementwise and reduce kernels)
     other     anything else
 
@@ -58,6 +59,19 @@ library kernels include a copy: a concatenation, a layout change), copies
 count as work like any PyTorch kernel. A ``# kernelgate: dsl=...`` header changes
 nothing here.
 
+Finishing partial results. A kernel may end with the library's op on a small tensor of its own partial results
+(flash-linear-attention's logsumexp over per-block maxima; a two-stage sum). Time alone cannot tell that from the
+op on the inputs where the op is launch-bound: at a small workload every kernel takes about 2 us, and such honest
+kernels were library fallbacks at 12% and 44% on an H200. So the library's kernels are counted as finishing work
+(``partials``, left out of the shares like copies) when :func:`finishes_partials` holds: the workload's dry forward,
+under the aten recorder, called the library op on less than a tenth of the forward's input elements, *and* the
+forward's library kernels took at most :data:`PARTIALS_TIME_SHARE` of the library op's own time on the inputs, or
+every one of the op's own kernels is launch-bound (under :data:`LAUNCH_BOUND_US`), where time tells nothing. The
+exploit the time condition stops: a forward that calls the op on a small tensor in the dry forward and on the
+inputs in the real calls spends the op's whole time in its kernels, a fallback still. Its limit: where every
+kernel of the op is launch-bound, such a forward is not caught at that workload (its records at the problem's
+larger workloads are).
+
 Why these numbers: a Triton or TileLang candidate may legitimately prepare
 with a few PyTorch ops (a ``.contiguous()``, an output allocation, a bias
 add); when most of its GPU time is elsewhere, the DSL is not what is being
@@ -76,6 +90,14 @@ from harness.records import KernelAttribution, KernelShare
 
 MIN_DSL_SHARE = 0.5
 MAX_LIBRARY_SHARE = 0.4
+PARTIALS_MAX_SHARE = 0.1
+"""The library op's largest share of the dry forward's input elements for its kernels to count as finishing work
+(the CPU path's rule, :data:`harness.score.judge.FALLBACK_MIN_SHARE`, has the same value)."""
+PARTIALS_TIME_SHARE = 0.5
+"""... and the most of the library op's own GPU time (on the inputs) its kernels may take in the forward."""
+LAUNCH_BOUND_US = 5.0
+"""A library op whose every kernel takes less than this (us per call) is launch-bound: its time says nothing of the
+size it ran on."""
 TABLE_ROWS = 12
 _INDUCTOR = re.compile(r"^triton_(poi|red|per|tem|for|spl|mm|bmm|conv)_")
 _VENDOR = re.compile(r"cublas|cudnn|cutlass|xmma|nvjet|sm\d+_.*gemm|gemv2?T?_kernel|gemmSN|gemmk1|splitKreduce|"
@@ -149,14 +171,36 @@ def _matches_dsl(name: str, dsl: set[str]) -> bool:
                for d in dsl if _claimable(d))
 
 
-def attribute(rows: Iterable[Row], calls: int, library: set[str], dsl: set[str]) -> KernelAttribution:
-    """The kernel table of a window of ``calls`` forwards, classed and as shares of the forwards' GPU time."""
+def finishes_partials(rows: Iterable[Row], calls: int, library_us: dict[str, float],
+                      dry_shares: dict[str, float] | None) -> bool:
+    """Whether the library op's kernels in a window of ``calls`` forwards finish partial results (module
+    docstring): ``library_us`` is the op's own GPU microseconds per call by kernel name (the checker's profile on
+    the inputs), ``dry_shares`` each library op's share of the dry forward's input elements (None: no complete
+    dry record)."""
+    if not dry_shares or max(dry_shares.values()) >= PARTIALS_MAX_SHARE or not library_us:
+        return False
+    used = sum(r.us for r in rows if r.name in library_us) / max(1, calls)
+    if used <= 0:
+        return False
+    return max(library_us.values()) < LAUNCH_BOUND_US or used <= PARTIALS_TIME_SHARE * sum(library_us.values())
+
+
+def attribute(rows: Iterable[Row], calls: int, library: set[str], dsl: set[str],
+              finishing: bool = False) -> KernelAttribution:
+    """The kernel table of a window of ``calls`` forwards, classed and as shares of the forwards' GPU time.
+    ``finishing``: the library op's kernels finish partial results (:func:`finishes_partials`), classed
+    ``partials`` and left out of the shares like copies."""
     rows = [r for r in rows if r.us > 0]
     total = sum(r.us for r in rows)
     per = max(1, calls)
-    classed = sorted(((r, classify(r.name, library, dsl)) for r in rows), key=lambda rc: -rc[0].us)
+
+    def kind_of(name: str) -> str:
+        kind = classify(name, library, dsl)
+        return "partials" if finishing and kind == "library" else kind
+    classed = sorted(((r, kind_of(r.name)) for r in rows), key=lambda rc: -rc[0].us)
     dsl_us = sum(r.us for r, kind in classed if kind == "dsl")
-    work = total - sum(r.us for r, kind in classed if kind == "copy")  # what computes: data movement left out
+    # what computes: data movement and the finishing of the candidate's own partial results left out
+    work = total - sum(r.us for r, kind in classed if kind in ("copy", "partials"))
     table = tuple(KernelShare(name=r.name[:200], kind=kind, us_per_call=round(r.us / per, 3),
                               share=round(r.us / total, 4) if total else 0.0) for r, kind in classed[:TABLE_ROWS])
     return KernelAttribution(method="profiler", dsl_share=round(dsl_us / work, 4) if work > 0 else 0.0, kernels=table)
@@ -166,7 +210,7 @@ def fallback_reason(att: KernelAttribution) -> str | None:
     """Why ``att`` is a library fallback, or None."""
     if att.dsl_share is None:
         return None
-    copy = sum(k.share for k in att.kernels if k.kind == "copy")
+    copy = sum(k.share for k in att.kernels if k.kind in ("copy", "partials"))
     library = sum(k.share for k in att.kernels if k.kind == "library") / max(1e-9, 1.0 - copy)
     if att.dsl_share >= MIN_DSL_SHARE and library < MAX_LIBRARY_SHARE:
         return None

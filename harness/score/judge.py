@@ -225,6 +225,16 @@ def library_share(facts: CallFacts, library_aten: tuple[str, ...]) -> dict[str, 
     return out
 
 
+def dry_library_shares(elements: dict, input_elements: int, library_aten: tuple[str, ...]) -> dict[str, float] | None:
+    """{library op: its share of the input elements} in a workload's dry forward (every library op it called, however
+    small its share), or None without a complete dry record (then nothing is known about the op's share)."""
+    if input_elements <= 0 or not isinstance(elements, dict):
+        return None
+    names = {a.split(".", 1)[1] for a in library_aten if "." in a}
+    return {op: float(n) / input_elements for op, n in sorted(elements.items())
+            if op in names and isinstance(n, int) and n >= 0}
+
+
 def judge_tamper(audit_blocked: tuple[str, ...], patched: tuple[str, ...], new_children: int = 0) -> Failure | None:
     """Audit-hook refusals, replaced functions, child processes left at a phase's end: each a cheat attempt."""
     if audit_blocked:

@@ -137,3 +137,39 @@ def test_a_fill_is_data_movement_even_beside_a_library_op_with_a_masked_fill():
                     {MASKED_FILL}, {"logsumexp_fwd_kernel"})
     assert why is None, why
     assert [k.kind for k in att.kernels] == ["copy", "dsl", "library"]
+
+
+# profiled on the H200 at the smoke workload: tests/execute/fixtures/honest/sum_dim__partials_sum.py (a Triton kernel
+# of per-block sums, then torch.sum over them) and the library's own torch.sum on the inputs
+SUM_REDUCE = ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::func_wrapper_t<float, "
+              "at::native::sum_functor<float, float, float>::operator()(at::TensorIterator&)::{lambda(float, float")
+PARTIALS_ROWS = [(SUM_REDUCE, 1.958 * 5), ("_sum_partial_kernel", 1.562 * 5)]
+
+
+def _partials(rows, library_us, shares):
+    rows = [attr.Row(n, us, 5) for n, us in rows]
+    finishing = attr.finishes_partials(rows, 5, library_us, shares)
+    att = attr.attribute(rows, 5, set(library_us), {"_sum_partial_kernel"}, finishing=finishing)
+    return finishing, attr.fallback_reason(att)
+
+
+def test_the_library_op_on_partial_results_is_finishing_work_where_time_cannot_tell():
+    """At a launch-bound workload (every kernel about 2 us) the op on per-block partials takes as long as on the
+    inputs: with the dry forward's record showing it on 1/64 of the input elements, it is finishing work. Without
+    that record, or with the op on the inputs, it is a fallback as before."""
+    assert _partials(PARTIALS_ROWS, {SUM_REDUCE: 2.4}, {"sum": 1 / 64}) == (True, None)
+    finishing, why = _partials(PARTIALS_ROWS, {SUM_REDUCE: 2.4}, None)  # no complete dry record
+    assert not finishing and why is not None and "library fallback" in why
+    finishing, why = _partials(PARTIALS_ROWS, {SUM_REDUCE: 2.4}, {"sum": 1.0})  # the op on the inputs
+    assert not finishing and why is not None
+
+
+def test_a_dry_forward_on_partials_does_not_cover_a_real_fallback_where_time_can_tell():
+    """The exploit: the dry forward calls the op on a small tensor, the real calls on the inputs. Where the op is
+    not launch-bound its kernels then take its whole time: more than half of the op's own, a fallback still."""
+    full = {SUM_REDUCE: 120.0}  # the library's sum on the inputs at a GPU workload
+    cover = [(SUM_REDUCE, 118.0 * 5), ("_sum_partial_kernel", 3.0 * 5)]
+    finishing, why = _partials(cover, full, {"sum": 1 / 64})
+    assert not finishing and why is not None and "library fallback" in why
+    honest = [(SUM_REDUCE, 2.5 * 5), ("_sum_partial_kernel", 118.0 * 5)]  # the same kernel honest at that size
+    assert _partials(honest, full, {"sum": 1 / 64}) == (True, None)

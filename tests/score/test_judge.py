@@ -285,3 +285,11 @@ def test_a_long_forward_error_keeps_its_end_and_traceback():
     assert "characters ...]" in f.message and len(f.message) < 1400
     assert f.error["traceback_tail"] == "Traceback: x"
     assert judge.brief("short") == "short"
+
+
+def test_dry_library_shares_are_every_library_op_of_a_complete_dry_record():
+    from harness.score.judge import dry_library_shares
+
+    shares = dry_library_shares({"sum": 64, "mul": 4096, "empty": 0}, 4096, ("aten.sum", "aten.mean"))
+    assert shares == {"sum": 64 / 4096}  # small shares too: the op finishing partials is what the rule asks about
+    assert dry_library_shares({}, 0, ("aten.sum",)) is None  # no complete dry record: nothing known

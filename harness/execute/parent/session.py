@@ -449,7 +449,9 @@ class Session(WorkerLink, CorrectnessRounds):
         self.finished = True
 
     # ------------------------------------------------------------------ attribution
-    def _library_kernels(self, ctx: P.Context) -> frozenset | None:
+    def _library_kernels(self, ctx: P.Context) -> dict[str, float] | None:
+        """The library op's kernels for this workload, their GPU microseconds per call by name, profiled in the
+        checker (trusted); None without a kernel profiler there."""
         with self.dev.lock:
             known = self.dev.library_kernels.get(ctx.key)
         if known is not None:
@@ -457,10 +459,12 @@ class Session(WorkerLink, CorrectnessRounds):
         reply, _ = self.dev.checkers.request(P.LibKernels(ctx=ctx), ctx.key)
         if isinstance(reply, P.ErrorReply) or reply.profiler != "cupti":
             return None
-        names = frozenset(r.name for r in reply.rows)
+        got: dict[str, float] = {}
+        for r in reply.rows:
+            got[r.name] = got.get(r.name, 0.0) + float(r.inside_us)
         with self.dev.lock:
-            self.dev.library_kernels[ctx.key] = names
-        return names
+            self.dev.library_kernels[ctx.key] = got
+        return got
 
     def _attribution(self, w: Any, ctx: P.Context, calls: int) -> KernelAttribution | judge.Failure:
         """The phase's end: tampering facts, then the profiler's kernel table for its calls, judged."""
@@ -479,9 +483,11 @@ class Session(WorkerLink, CorrectnessRounds):
             return failed
         if not judge.markers_usable(rep.markers):
             return KernelAttribution(method="launch-counter", dsl_share=None)
-        library = self._library_kernels(ctx) or frozenset()
-        att = attr.attribute([attr.Row(r.name, r.inside_us, r.count) for r in rep.rows], calls, set(library),
-                             set(rep.dsl_names))
+        library_us = self._library_kernels(ctx) or {}
+        rows = [attr.Row(r.name, r.inside_us, r.count) for r in rep.rows]
+        finishing = attr.finishes_partials(rows, calls, library_us, judge.dry_library_shares(
+            rep.dry_aten_elements, rep.dry_input_elements, tuple(self.p.library_aten)))
+        att = attr.attribute(rows, calls, set(library_us), set(rep.dsl_names), finishing=finishing)
         att = dataclasses.replace(att, side_us=rep.side_us)
         reason = attr.fallback_reason(att)
         if reason is not None:

@@ -66,7 +66,8 @@ class DeviceContext:
     """``threading.BoundedSemaphore`` of the device's job slots, shared by the runs of one executor (two runs of a
     kept executor may overlap: together they never run more sessions on the device than ``--jobs`` gives it), or
     None (no limit besides the run's own threads)."""
-    library_kernels: dict[str, frozenset] = field(default_factory=dict)
+    library_kernels: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Per workload context: the library op's kernels on this device, GPU microseconds per call by name."""
     """Checker context key -> names of the library op's kernels (profiled once per executor: a run, or the runs of
     a kept executor)."""
     activity: DeviceActivity = field(default_factory=DeviceActivity)

@@ -312,6 +312,11 @@ class KernelReport:
     side_us: float = 0.0
     """GPU microseconds of the window's kernels and copies on streams other than the markers'
     (:attr:`harness.execute.shared.profiling.Attribution.side_us`)."""
+    dry_aten_elements: dict = field(default_factory=dict)
+    """The workload's dry forward (compile only, before the first real call) under the aten recorder: input elements
+    each aten op was dispatched on; empty when that forward did not run to its end (an autotuned kernel ends it)."""
+    dry_input_elements: int = 0
+    """The dry forward's input elements (0: no complete dry record)."""
 
 
 @message("workload_done")

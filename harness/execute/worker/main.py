@@ -122,6 +122,8 @@ class Worker:
         self.kept: dict[int, tuple] = {}
         self.prepared: list[tuple] = []
         self.calls_in_window = 0
+        self.dry_record: tuple[dict, int] = ({}, 0)
+        """The workload's dry forward under the aten recorder: (input elements per aten op, input elements)."""
         self.threads_ok = {self.cthread.ident} | {t.ident for t in threading.enumerate() if t.name == "kg-lifeline"}
         self.roots = (str(Path(spec.candidate_path).parent) + os.sep,)
         """Where candidate code lives (its file, what it writes beside it): a thread running code from here is its."""
@@ -192,6 +194,7 @@ class Worker:
             self.send(P.WorkloadFatal(workload=w.name, status="RUNTIME_ERROR", error=P.error_from_exception(exc)))
             return "stop" if _is_cuda_error(exc) else "next"
         exclusive = False
+        self.dry_record = ({}, 0)
         if spec.precompile and self.cuda:
             # Compile (Triton JIT and every autotune config, TileLang nvcc) before asking for the
             # device, so compiles overlap other candidates' timing. Triton launches are dry here
@@ -199,11 +202,14 @@ class Worker:
             # to the real calls to report.
             try:
                 warm = self.make_inputs(module, w.dtype, self.device, w.warm_seed, 0, spec.input_transform)
+                recorder = self.guards.AtenRecorder()  # what the op-level rule needs: the library op's share
                 try:
                     with self.guards.dry_launches():
-                        self.cthread.run(self.forward, model, warm, None)
+                        self.cthread.run(_recorded_forward, model, warm, None, recorder)
+                    self.dry_record = (dict(sorted(recorder.elements.items())[:256]),
+                                       sum(x.numel() for x in warm if isinstance(x, torch.Tensor)))
                 except self.guards.DryAutotuned:
-                    pass  # the dry forward ends at its first autotuned kernel
+                    pass  # the dry forward ends at its first autotuned kernel: no complete record
                 finally:
                     del warm
                 torch.cuda.synchronize()
@@ -391,7 +397,7 @@ class Worker:
             profiler=self.profiler.status, markers=att.markers, calls=self.calls_in_window,
             rows=tuple(P.KernelRow(name=n[:300], inside_us=a, count=c, outside_us=o) for n, (a, c, o) in rows),
             dsl_names=tuple(sorted(self.guards.COUNTER.names))[:256], patched=tuple(self.tamper.changed()),
-            side_us=att.side_us))
+            side_us=att.side_us, dry_aten_elements=self.dry_record[0], dry_input_elements=self.dry_record[1]))
         self.calls_in_window = 0
 
 
