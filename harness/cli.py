@@ -75,7 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
+        from harness.pipeline import INTERRUPT_GRACE_S, _exit_if_stuck
+
         print("interrupted; results written so far are kept (use --resume to continue)", file=sys.stderr)
+        _exit_if_stuck(INTERRUPT_GRACE_S)  # the interpreter's exit waits for threads: not for ever
         return 130
 
 

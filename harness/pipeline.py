@@ -17,6 +17,7 @@ import secrets
 import signal
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -340,6 +341,7 @@ def run_evaluation(req: EvalRequest) -> RunOutcome:
 
     broken = True
     fault = None
+    unwound: threading.Event | None = None
     with _sigterm_interrupts():
         try:
             report = executor.run(tasks, done_task, stop=stop, on_drained=req.on_drained)
@@ -356,7 +358,7 @@ def run_evaluation(req: EvalRequest) -> RunOutcome:
                     _settle(watch, None, None, emit)  # the canary spoke already: any new suspects are the candidates'
 
         except KeyboardInterrupt:
-            _interrupted(stop, interrupted, opts.scratch_root, run_id)
+            unwound = _interrupted(stop, interrupted, opts.scratch_root, run_id)
             raise
         finally:
             if kept:
@@ -365,6 +367,8 @@ def run_evaluation(req: EvalRequest) -> RunOutcome:
                 executor.close()
             if bar is not None:
                 bar.close()
+            if unwound is not None:
+                unwound.set()
     for g, why in report.retired.items():
         print(f"warning: device {g} retired: {why}", file=sys.stderr)
     outcome.not_run = len(report.not_run)
@@ -443,9 +447,11 @@ def evaluate(req: EvalRequest) -> list[JobResult]:
     return run_evaluation(req).results
 
 
-def _interrupted(stop: threading.Event, interrupted: threading.Event, scratch_root: Path | None, run_id: str) -> None:
+def _interrupted(stop: threading.Event, interrupted: threading.Event, scratch_root: Path | None,
+                 run_id: str) -> threading.Event:
     """Ctrl-C or SIGTERM: pull no more tasks, drop what the killed workers report, kill every process this run
-    started, remove its scratch."""
+    started, remove its scratch. Returns the event that, set once the unwinding is done, calls off the exit of
+    :func:`_exit_if_stuck` (a process that goes on, an API caller's, must not be ended later)."""
     import shutil
 
     from harness.execute.parent.children import kill_all
@@ -457,6 +463,32 @@ def _interrupted(stop: threading.Event, interrupted: threading.Event, scratch_ro
     if scratch_root is not None and scratch_root.is_dir():
         for d in scratch_root.glob(f"kg-{run_tag(run_id)}-*"):
             shutil.rmtree(d, ignore_errors=True)
+    return _exit_if_stuck(INTERRUPT_GRACE_S)
+
+
+INTERRUPT_GRACE_S = 30.0
+"""After an interrupt has killed the run's processes and removed its scratch, the seconds the rest of the unwinding
+(closing the executor, joining its threads, the interpreter's exit waiting for them) may take before the process
+exits with 130 anyway. A run interrupted in a full test suite once did not end within 60 s of SIGINT; an interrupt
+must end the run whatever state a thread was left in (every record written so far is on disk already)."""
+
+
+def _exit_if_stuck(grace_s: float) -> threading.Event:
+    """A daemon thread that ends the process with 130 unless the returned event is set within ``grace_s``."""
+    import os
+
+    done = threading.Event()
+
+    def watchdog() -> None:
+        if done.wait(grace_s):
+            return
+        try:
+            sys.stderr.write(f"interrupted: the run did not finish unwinding in {grace_s:.0f} s; exiting\n")
+            sys.stderr.flush()
+        finally:
+            os._exit(130)
+    threading.Thread(target=watchdog, name="kg-interrupt-watchdog", daemon=True).start()
+    return done
 
 
 class _sigterm_interrupts:

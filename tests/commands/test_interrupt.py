@@ -106,7 +106,7 @@ def _in_the_sleep(scratch: Path, ticks_seen: dict[int, tuple[int | None, float]]
 def _env(tmp_path: Path) -> dict[str, str]:
     """The run's temporary folder (where its fork server's folder goes) inside ``tmp_path``."""
     (tmp_path / "tmp").mkdir(exist_ok=True)
-    return {**os.environ, "TMPDIR": str(tmp_path / "tmp")}
+    return {**os.environ, "TMPDIR": str(tmp_path / "tmp"), "PYTHONFAULTHANDLER": "1"}
 
 
 def _no_fork_server_folder(tmp_path: Path, wait_s: float = 10.0) -> bool:
@@ -161,7 +161,11 @@ def _gone(pids: set[int], within_s: float) -> set[int]:
 def test_an_interrupted_run_ends_its_workers_and_removes_their_scratch(tmp_path, sig):
     proc, seen = _start(tmp_path)
     proc.send_signal(sig)
-    out, _ = proc.communicate(timeout=60)
+    try:
+        out, _ = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:  # every thread's stack (PYTHONFAULTHANDLER), then the failure says where
+        proc.send_signal(signal.SIGABRT)
+        pytest.fail(f"the run did not end within 60 s of {sig.name}: {proc.communicate(timeout=30)[0][-6000:]}")
     assert proc.returncode == 130, out[-3000:]
     assert not _gone(seen, 10), f"still running after {sig.name}: {_gone(seen, 0)}"
     time.sleep(2)
@@ -178,3 +182,29 @@ def test_a_killed_run_leaves_no_orphan(tmp_path):
     assert not left, f"orphans after SIGKILL: {left}"
     assert not _processes_of_this_run(tmp_path), f"orphans after SIGKILL: {_processes_of_this_run(tmp_path)}"
     assert _no_fork_server_folder(tmp_path), "the fork server's folder was left behind after SIGKILL"
+
+
+WATCHDOG = """
+import sys, threading, time
+from harness.pipeline import _exit_if_stuck
+done = _exit_if_stuck(float(sys.argv[1]))
+if sys.argv[2] == "unwound":
+    done.set()
+    time.sleep(1.0)
+    print("went on")
+else:
+    threading.Thread(target=threading.Event().wait).start()  # a thread that never ends: the exit waits for it
+"""
+
+
+def test_an_interrupt_ends_the_process_even_when_a_thread_never_finishes():
+    """After an interrupt, a thread left waiting for ever (the interpreter's exit joins it) cannot keep the run alive:
+    the process exits with 130 once the grace is over; unwound in time, a process (an API caller's) goes on."""
+    t0 = time.monotonic()
+    stuck = subprocess.run([sys.executable, "-c", WATCHDOG, "0.5", "stuck"], cwd=ROOT, capture_output=True, text=True,
+                           timeout=60)
+    assert stuck.returncode == 130 and "did not finish unwinding" in stuck.stderr, stuck.stderr[-2000:]
+    assert time.monotonic() - t0 < 30
+    went_on = subprocess.run([sys.executable, "-c", WATCHDOG, "0.2", "unwound"], cwd=ROOT, capture_output=True,
+                             text=True, timeout=60)
+    assert went_on.returncode == 0 and "went on" in went_on.stdout, went_on.stderr[-2000:]
