@@ -78,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         from harness.pipeline import INTERRUPT_GRACE_S, _exit_if_stuck
 
         print("interrupted; results written so far are kept (use --resume to continue)", file=sys.stderr)
-        _exit_if_stuck(INTERRUPT_GRACE_S)  # the interpreter's exit waits for threads: not for ever
+        if argv is None:  # the program itself, about to exit (its exit waits for threads: not for ever)
+            _exit_if_stuck(INTERRUPT_GRACE_S)
         return 130
 
 

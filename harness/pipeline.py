@@ -358,7 +358,8 @@ def run_evaluation(req: EvalRequest) -> RunOutcome:
                     _settle(watch, None, None, emit)  # the canary spoke already: any new suspects are the candidates'
 
         except KeyboardInterrupt:
-            unwound = _interrupted(stop, interrupted, opts.scratch_root, run_id)
+            _interrupted(stop, interrupted, opts.scratch_root, run_id)
+            unwound = _exit_if_stuck(INTERRUPT_GRACE_S)
             raise
         finally:
             if kept:
@@ -447,11 +448,9 @@ def evaluate(req: EvalRequest) -> list[JobResult]:
     return run_evaluation(req).results
 
 
-def _interrupted(stop: threading.Event, interrupted: threading.Event, scratch_root: Path | None,
-                 run_id: str) -> threading.Event:
+def _interrupted(stop: threading.Event, interrupted: threading.Event, scratch_root: Path | None, run_id: str) -> None:
     """Ctrl-C or SIGTERM: pull no more tasks, drop what the killed workers report, kill every process this run
-    started, remove its scratch. Returns the event that, set once the unwinding is done, calls off the exit of
-    :func:`_exit_if_stuck` (a process that goes on, an API caller's, must not be ended later)."""
+    started, remove its scratch."""
     import shutil
 
     from harness.execute.parent.children import kill_all
@@ -463,7 +462,6 @@ def _interrupted(stop: threading.Event, interrupted: threading.Event, scratch_ro
     if scratch_root is not None and scratch_root.is_dir():
         for d in scratch_root.glob(f"kg-{run_tag(run_id)}-*"):
             shutil.rmtree(d, ignore_errors=True)
-    return _exit_if_stuck(INTERRUPT_GRACE_S)
 
 
 INTERRUPT_GRACE_S = 30.0
@@ -474,7 +472,8 @@ must end the run whatever state a thread was left in (every record written so fa
 
 
 def _exit_if_stuck(grace_s: float) -> threading.Event:
-    """A daemon thread that ends the process with 130 unless the returned event is set within ``grace_s``."""
+    """A daemon thread that ends the process with 130 unless the returned event is set within ``grace_s`` (set it
+    once the unwinding is done: a process that goes on, an API caller's or a test's, must not be ended later)."""
     import os
 
     done = threading.Event()

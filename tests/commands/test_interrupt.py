@@ -208,3 +208,27 @@ def test_an_interrupt_ends_the_process_even_when_a_thread_never_finishes():
     went_on = subprocess.run([sys.executable, "-c", WATCHDOG, "0.2", "unwound"], cwd=ROOT, capture_output=True,
                              text=True, timeout=60)
     assert went_on.returncode == 0 and "went on" in went_on.stdout, went_on.stderr[-2000:]
+
+
+def test_an_interrupt_inside_a_process_that_goes_on_arms_no_exit(tmp_path, monkeypatch):
+    """The watchdog is for the program only: the cleanup called in-process (a test, an API caller) and
+    ``main(argv)`` interrupted in-process leave no thread that would end the process later (one did: the suite
+    itself exited with 130 half-way, 30 s after a test called the cleanup)."""
+    import argparse
+    import threading
+
+    from harness import cli, pipeline
+    from harness.execute.parent import children
+
+    monkeypatch.setattr(children, "kill_all", lambda: None)  # this test started no processes
+
+    def watchdogs() -> list:
+        return [t for t in threading.enumerate() if t.name == "kg-interrupt-watchdog"]
+
+    before = len(watchdogs())
+    pipeline._interrupted(threading.Event(), threading.Event(), tmp_path, "run-x")
+    parser = argparse.ArgumentParser()
+    parser.set_defaults(func=lambda args: (_ for _ in ()).throw(KeyboardInterrupt()))
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    assert cli.main([]) == 130
+    assert len(watchdogs()) == before
