@@ -75,11 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
-        from harness.pipeline import INTERRUPT_GRACE_S, _exit_if_stuck
-
         print("interrupted; results written so far are kept (use --resume to continue)", file=sys.stderr)
-        if argv is None:  # the program itself, about to exit (its exit waits for threads: not for ever)
-            _exit_if_stuck(INTERRUPT_GRACE_S)
         return 130
 
 

@@ -17,7 +17,6 @@ import secrets
 import signal
 import sys
 import threading
-import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -341,7 +340,6 @@ def run_evaluation(req: EvalRequest) -> RunOutcome:
 
     broken = True
     fault = None
-    unwound: threading.Event | None = None
     with _sigterm_interrupts():
         try:
             report = executor.run(tasks, done_task, stop=stop, on_drained=req.on_drained)
@@ -359,7 +357,6 @@ def run_evaluation(req: EvalRequest) -> RunOutcome:
 
         except KeyboardInterrupt:
             _interrupted(stop, interrupted, opts.scratch_root, run_id)
-            unwound = _exit_if_stuck(INTERRUPT_GRACE_S)
             raise
         finally:
             if kept:
@@ -368,8 +365,6 @@ def run_evaluation(req: EvalRequest) -> RunOutcome:
                 executor.close()
             if bar is not None:
                 bar.close()
-            if unwound is not None:
-                unwound.set()
     for g, why in report.retired.items():
         print(f"warning: device {g} retired: {why}", file=sys.stderr)
     outcome.not_run = len(report.not_run)
@@ -462,32 +457,6 @@ def _interrupted(stop: threading.Event, interrupted: threading.Event, scratch_ro
     if scratch_root is not None and scratch_root.is_dir():
         for d in scratch_root.glob(f"kg-{run_tag(run_id)}-*"):
             shutil.rmtree(d, ignore_errors=True)
-
-
-INTERRUPT_GRACE_S = 30.0
-"""After an interrupt has killed the run's processes and removed its scratch, the seconds the rest of the unwinding
-(closing the executor, joining its threads, the interpreter's exit waiting for them) may take before the process
-exits with 130 anyway. A run interrupted in a full test suite once did not end within 60 s of SIGINT; an interrupt
-must end the run whatever state a thread was left in (every record written so far is on disk already)."""
-
-
-def _exit_if_stuck(grace_s: float) -> threading.Event:
-    """A daemon thread that ends the process with 130 unless the returned event is set within ``grace_s`` (set it
-    once the unwinding is done: a process that goes on, an API caller's or a test's, must not be ended later)."""
-    import os
-
-    done = threading.Event()
-
-    def watchdog() -> None:
-        if done.wait(grace_s):
-            return
-        try:
-            sys.stderr.write(f"interrupted: the run did not finish unwinding in {grace_s:.0f} s; exiting\n")
-            sys.stderr.flush()
-        finally:
-            os._exit(130)
-    threading.Thread(target=watchdog, name="kg-interrupt-watchdog", daemon=True).start()
-    return done
 
 
 class _sigterm_interrupts:
