@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 from harness import env as envmod
@@ -29,3 +35,21 @@ def device_context(opts: RunOptions, checkers=None, pool=None, gate=None) -> Dev
     return DeviceContext(opts=opts, env=envmod.snapshot(opts.device), run_id="20260101T000000Z-test", gpu=None,
                          checkers=checkers, gate=gate or DeviceGate(1), memory=DeviceMemory(None), pool=pool,
                          screen_for=None, lock=threading.Lock())
+
+
+def run_runner(script: Path, args: dict, report: Path, bound_s: float, cwd: Path) -> tuple[dict | None, str, float]:
+    """Run ``script`` (a runner written to a file, so its command line is a path) with ``args`` as JSON, in its own
+    session, killed with its whole group after ``bound_s``: (the report it wrote or None, its output's tail with
+    its exit code, wall seconds)."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen([sys.executable, str(script), json.dumps(args)], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=bound_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        out += f"\n[killed after {bound_s} s]".encode()
+    wall = time.monotonic() - t0
+    text = out.decode(errors="replace")[-3000:] + f"\n[runner exit code {proc.returncode}]"
+    return (json.loads(report.read_text()) if report.exists() else None), text, wall

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _support import run_runner
 
 from harness.execute.boundary.landlock import landlock_abi
 
@@ -124,18 +125,7 @@ def _run(tmp: Path, names: list[str], neighbours: tuple[str, ...], time_kernels:
             "reply_timeout_s": reply_timeout_s}
     script = tmp / "runner.py"
     script.write_text(RUNNER)
-    t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, str(script), json.dumps(args)], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=RUN_BOUND_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        out += f"\n[killed after {RUN_BOUND_S} s]".encode()
-    wall = time.monotonic() - t0
-    text = out.decode(errors="replace")[-3000:] + f"\n[runner exit code {proc.returncode}]"
-    return (json.loads(report.read_text()) if report.exists() else None), text, wall
+    return run_runner(script, args, report, RUN_BOUND_S, ROOT)
 
 
 EFFECT_ONLY = {"gelu__pathname_socket_reach.py"}
